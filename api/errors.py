@@ -1,0 +1,88 @@
+"""Every error leaves the gateway as `{"error": {"code", "message", "field"?}}`.
+
+The mapping from exceptions to HTTP lives here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from redis.exceptions import RedisError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from shared.errors import AppError, QueueUnavailable
+from shared.logs import get_logger
+
+log = get_logger("memoryd.api")
+
+_HTTP_CODES = {
+    400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "payload_too_large",
+    415: "unsupported_media_type",
+}
+
+
+_SOURCES = ("body", "query", "path", "header", "cookie")
+
+
+def _body(code: str, message: str, field: str | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if field:
+        error["field"] = field
+    return {"error": error}
+
+
+def _field_of(loc: tuple[Any, ...], message: str) -> str | None:
+    # The first element says where (body, query, path, header); the rest is the field.
+    parts = [str(p) for p in (loc[1:] if loc and loc[0] in _SOURCES else loc)]
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if part.isdigit() else (f".{part}" if path else part)
+    if not path and ": " in message:
+        # Model-level checks start their message with the field they are about.
+        candidate = message.split("Value error, ", 1)[-1].split(": ", 1)[0]
+        if candidate.isidentifier():
+            return candidate
+    return path or None
+
+
+def validation_error(exc: RequestValidationError) -> JSONResponse:
+    first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+    loc = tuple(first.get("loc", ()))
+    message = str(first.get("msg", "invalid request"))
+    kind = str(first.get("type", ""))
+    if kind == "json_invalid":
+        return JSONResponse(_body("malformed_json", f"the body is not valid JSON: {message}"),
+                            status_code=400)
+    field = _field_of(loc, message)
+    code = "unknown_field" if kind == "extra_forbidden" else "invalid_input"
+    text = f"{field}: {message}" if field and not message.startswith(f"{field}:") else message
+    return JSONResponse(_body(code, text.replace("Value error, ", ""), field), status_code=422)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(AppError)
+    async def _app_error(request: Request, exc: AppError) -> JSONResponse:
+        return JSONResponse({"error": exc.to_dict()}, status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return validation_error(exc)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        return JSONResponse(_body(code, str(exc.detail)), status_code=exc.status_code)
+
+    @app.exception_handler(RedisError)
+    async def _redis(request: Request, exc: RedisError) -> JSONResponse:
+        err = QueueUnavailable(f"Redis is unreachable: {exc}")
+        return JSONResponse({"error": err.to_dict()}, status_code=err.status)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled_error")
+        return JSONResponse(_body("internal_error", "an unexpected error occurred"),
+                            status_code=500)

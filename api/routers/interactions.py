@@ -1,0 +1,41 @@
+"""POST /v1/interactions: enqueue a finished interaction; the worker extracts and writes."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+
+from api.deps import RequestIdDep, RuntimeDep, TenantDep
+from shared.commands import IngestCommand
+from shared.enqueue import submit
+from shared.errors import ExtractorUnavailable
+from shared.limits import check_interaction
+from shared.models import ExtractMode, utcnow
+from shared.queue.names import TaskName
+from shared.schemas import ErrorBody, InteractionRequest, JobAccepted
+
+router = APIRouter(prefix="/v1", tags=["interactions"])
+
+
+@router.post(
+    "/interactions",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobAccepted,
+    responses={401: {"model": ErrorBody}, 413: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+)
+def post_interaction(
+    req: InteractionRequest, rt: RuntimeDep, tenant: TenantDep, request_id: RequestIdDep
+) -> JobAccepted:
+    """Accept an interaction in milliseconds; memory work happens in a worker."""
+    check_interaction(req, rt.settings)
+    mode = req.extract or ExtractMode.RULES
+    if mode is ExtractMode.LLM:
+        raise ExtractorUnavailable(
+            "extract 'llm' needs an LLM provider, and none is configured; use 'raw' or 'rules'",
+            field="extract",
+        )
+    command = IngestCommand(
+        tenant_id=tenant, user_id=req.user_id, request_id=request_id, received_at=utcnow(),
+        thread_id=req.thread_id, scope=req.resolved_scope(), project=req.project,
+        messages=req.messages, metadata=req.metadata, extract=mode, store_roles=req.store_roles,
+    )
+    return submit(rt, TaskName.INGEST, command, req.idempotency_key)

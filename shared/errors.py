@@ -1,0 +1,112 @@
+"""The one error hierarchy. Each error carries a stable code and an HTTP status.
+
+The gateway renders any `AppError` as `{"error": {"code", "message", "field"?}}`;
+workers retry `TransientError` and fail the job on `PermanentError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class AppError(Exception):
+    code: ClassVar[str] = "internal_error"
+    status: ClassVar[int] = 500
+
+    def __init__(self, message: str, *, field: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        if code is not None:
+            self.code = code  # type: ignore[misc]
+
+    def to_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        return body
+
+
+class InvalidInput(AppError):
+    code = "invalid_input"
+    status = 422
+
+
+class PayloadTooLarge(AppError):
+    code = "payload_too_large"
+    status = 413
+
+
+class Unauthorized(AppError):
+    code = "unauthorized"
+    status = 401
+
+
+class NotFound(AppError):
+    code = "not_found"
+    status = 404
+
+
+class ExtractorUnavailable(AppError):
+    code = "extractor_unavailable"
+    status = 422
+
+
+class TransientError(AppError):
+    """Worth retrying: a dependency is down or overloaded."""
+
+    code = "service_unavailable"
+    status = 503
+
+
+class StoreUnavailable(TransientError):
+    code = "store_unavailable"
+
+
+class QueueUnavailable(TransientError):
+    code = "queue_unavailable"
+
+
+class EmbedderUnavailable(TransientError):
+    code = "embedder_unavailable"
+
+
+class LockTimeout(TransientError):
+    code = "lock_timeout"
+
+
+class PermanentError(AppError):
+    """Retrying cannot help: the job fails with this reason."""
+
+    code = "permanent_failure"
+    status = 500
+
+
+class EmbedderError(PermanentError):
+    code = "embedder_error"
+
+
+class ConfigurationError(PermanentError):
+    code = "configuration_error"
+
+
+class EmbeddingModelMismatch(ConfigurationError):
+    code = "embedding_model_mismatch"
+
+
+def _all_subclasses(cls: type[AppError]) -> list[type[AppError]]:
+    found: list[type[AppError]] = []
+    for sub in cls.__subclasses__():
+        found.extend([sub, *_all_subclasses(sub)])
+    return found
+
+
+def error_from_body(body: dict[str, Any] | None) -> AppError:
+    """Rebuild the error a job failed with, so a waiting caller gets its code and status."""
+    body = body or {}
+    code = str(body.get("code", "permanent_failure"))
+    message = str(body.get("message", "the job failed"))
+    for sub in _all_subclasses(AppError):
+        if sub.code == code:
+            return sub(message, field=body.get("field"))
+    return PermanentError(message, field=body.get("field"), code=code)

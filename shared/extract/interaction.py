@@ -1,0 +1,62 @@
+"""Interaction → candidates, by the mode the request chose."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from shared.commands import IngestCommand
+from shared.errors import ExtractorUnavailable
+from shared.extract.candidate import Candidate
+from shared.extract.rules import extract_rules
+from shared.models import ExtractMode, MemoryType, Role, Source
+from shared.schemas import Message
+
+
+def _when(message: Message, fallback: datetime) -> datetime:
+    return message.created_at or fallback
+
+
+def raw_candidates(cmd: IngestCommand) -> list[Candidate]:
+    """Each message of a stored role becomes an episodic memory, metadata kept."""
+    roles = set(cmd.store_roles)
+    return [
+        Candidate(
+            content=m.content.strip(),
+            type=MemoryType.EPISODIC,
+            occurred_at=_when(m, cmd.received_at),
+            source=Source.INTERACTION,
+            thread_id=cmd.thread_id,
+            metadata={**(cmd.metadata or {}), **(m.metadata or {}), "role": m.role.value},
+        )
+        for m in cmd.messages
+        if m.role in roles
+    ]
+
+
+def rule_candidates(cmd: IngestCommand) -> list[Candidate]:
+    """Only the user's own words become facts about the user."""
+    user_messages = [m for m in cmd.messages if m.role is Role.USER]
+    if not user_messages:
+        return []
+    when = max(_when(m, cmd.received_at) for m in user_messages)
+    return [
+        Candidate(
+            content=c.content,
+            type=MemoryType(c.type),
+            category=c.category,
+            importance=c.importance,
+            occurred_at=when,
+            source=Source.INTERACTION,
+            thread_id=cmd.thread_id,
+            metadata=dict(cmd.metadata or {}),
+        )
+        for c in extract_rules([m.content for m in user_messages])
+    ]
+
+
+def candidates_for(cmd: IngestCommand) -> list[Candidate]:
+    if cmd.extract is ExtractMode.RAW:
+        return raw_candidates(cmd)
+    if cmd.extract is ExtractMode.RULES:
+        return rule_candidates(cmd)
+    raise ExtractorUnavailable("LLM extraction is not configured", field="extract")

@@ -1,0 +1,43 @@
+"""Deterministic identities: a retried or duplicated task lands on the same point."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+import uuid
+
+_NAMESPACE = uuid.UUID("6f1c2d1e-8a51-4c1b-9a7e-6d0b2f4e9c3a")
+_SPACE = re.compile(r"\s+")
+_TRAILING = re.compile(r"[\s.!?。！？…~～]+$")
+_SEP = "\x1f"
+
+
+def normalize_content(text: str) -> str:
+    """The form two contents are compared in: NFKC, casefolded, one space, no end mark."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return _TRAILING.sub("", _SPACE.sub(" ", folded).strip())
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(normalize_content(text).encode("utf-8")).hexdigest()
+
+
+def _uuid(*parts: str | None) -> str:
+    return str(uuid.uuid5(_NAMESPACE, _SEP.join(p or "" for p in parts)))
+
+
+def memory_id(tenant_id: str, user_id: str, scope: str, project: str | None, chash: str) -> str:
+    """Id of a saved or extracted fact: one point per distinct content and visible range."""
+    return _uuid("content", tenant_id, user_id, scope, project, chash)
+
+
+def keyed_memory_id(
+    tenant_id: str, user_id: str, scope: str, project: str | None, key: str
+) -> str:
+    """Id of a named slot (`key`): saving under the same key replaces the memory."""
+    return _uuid("key", tenant_id, user_id, scope, project, key)
+
+
+def job_id_for(tenant_id: str, idempotency_key: str) -> str:
+    return _uuid("job", tenant_id, idempotency_key)

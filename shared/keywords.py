@@ -1,0 +1,70 @@
+"""CJK-aware keyword tokens and the sparse vector Qdrant scores them by (IDF applied there).
+
+Chinese runs are cut by jieba; Latin-script words are lowercased word tokens.
+Token ids are a stable hash, so the worker (write time) and the gateway (query
+time) agree without a shared vocabulary.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import unicodedata
+import zlib
+from collections import Counter
+
+_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_WORD = re.compile(r"[0-9a-z]+(?:['’][a-z]+)?|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_jieba_lock = threading.Lock()
+_jieba_ready = False
+
+STOPWORDS = frozenset(
+    """a an the and or but if of to in on at by for with from as is are was were be been being
+    am do does did done have has had i me my mine we us our you your he him his she her it its
+    they them their this that these those there here what which who whom whose when where why
+    how not no yes so than too very can could will would shall should may might must just also
+    about into over under again then once all any both each few more most other some such only
+    own same s t don't i'm it's that's 's
+    的 了 是 在 和 与 或 也 就 都 而 及 着 吗 呢 吧 啊 呀 么 这 那 之 于 以 被 把 给 让 对 从 向
+    我 你 他 她 它 我们 你们 他们 她们 一个 一些 什么 怎么 为什么 哪 哪里 有 没有 不 很 还 又 再
+    """.split()
+)
+
+
+def _cut(text: str) -> list[str]:
+    global _jieba_ready
+    import jieba
+
+    if not _jieba_ready:
+        with _jieba_lock:
+            if not _jieba_ready:
+                jieba.setLogLevel(60)
+                jieba.initialize()
+                _jieba_ready = True
+    return [t for t in jieba.lcut(text) if t.strip()]
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercased word tokens, Chinese segmented into words, stopwords dropped."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    tokens: list[str] = []
+    for match in _WORD.finditer(folded):
+        piece = match.group(0)
+        if _CJK_RUN.fullmatch(piece):
+            tokens.extend(_cut(piece))
+        else:
+            tokens.append(piece.replace("’", "'"))
+    return [t for t in tokens if t not in STOPWORDS]
+
+
+def token_id(token: str) -> int:
+    return zlib.crc32(token.encode("utf-8")) & 0x7FFFFFFF
+
+
+def keyword_vector(text: str) -> tuple[list[int], list[float]] | None:
+    """Term counts as a sparse vector; None when the text has no keyword at all."""
+    counts = Counter(token_id(t) for t in tokenize(text))
+    if not counts:
+        return None
+    indices = sorted(counts)
+    return indices, [float(counts[i]) for i in indices]

@@ -1,0 +1,49 @@
+"""The Celery app, configured from `Settings`. Flower: `celery -A shared.queue.celery_app:app`."""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from shared.queue.names import QUEUE_OF, QueueName
+from shared.settings import Settings, get_settings
+
+
+def configure(app: Celery, settings: Settings) -> None:
+    app.conf.update(
+        broker_url=settings.redis_url,
+        broker_connection_retry_on_startup=True,
+        broker_connection_timeout=settings.redis_timeout_s,
+        broker_transport_options={
+            "visibility_timeout": settings.broker_visibility_timeout_s,
+            "socket_timeout": settings.redis_timeout_s,
+            "socket_connect_timeout": settings.redis_timeout_s,
+        },
+        result_backend=None,
+        task_ignore_result=True,
+        task_serializer="json",
+        accept_content=["json"],
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_default_queue=QueueName.MEMORY.value,
+        task_routes={name.value: {"queue": queue.value} for name, queue in QUEUE_OF.items()},
+        task_soft_time_limit=settings.task_soft_time_limit_s,
+        task_time_limit=settings.task_time_limit_s,
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        worker_hijack_root_logger=False,
+        worker_redirect_stdouts=False,
+        include=["workers.tasks"],
+    )
+
+
+def create_app(settings: Settings) -> Celery:
+    app = Celery("memoryd")
+    configure(app, settings)
+    # Retries are published through the current app; in a worker thread that would
+    # otherwise be Celery's unconfigured default app (an AMQP broker on localhost).
+    app.set_default()
+    return app
+
+
+app = create_app(get_settings())

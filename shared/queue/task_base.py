@@ -1,0 +1,96 @@
+"""One base task sets the policy for every task (STYLE.md §4) and keeps job state current."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import structlog
+from billiard.einfo import ExceptionInfo
+from celery import Task
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from shared.commands import Command
+from shared.errors import AppError, TransientError
+from shared.logs import get_logger
+from shared.models import JobStatus
+from shared.runtime import get_runtime
+from shared.settings import get_settings
+from shared.writes import MemoryWriter
+
+C = TypeVar("C", bound=Command)
+
+log = get_logger("memoryd.task")
+_settings = get_settings()
+
+TRANSIENT = (TransientError, RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError)
+
+
+def error_body(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, AppError):
+        return exc.to_dict()
+    return {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}
+
+
+class MemoryTask(Task[Any, dict[str, Any]]):
+    abstract = True
+    acks_late = True
+    reject_on_worker_lost = True
+    autoretry_for = TRANSIENT
+    retry_backoff = 1
+    retry_backoff_max = _settings.task_retry_backoff_max_s
+    retry_jitter = True
+    max_retries = _settings.task_max_retries
+    soft_time_limit = _settings.task_soft_time_limit_s
+    time_limit = _settings.task_time_limit_s
+
+    def before_start(self, task_id: str, args: Any, kwargs: Any) -> None:
+        if get_runtime().jobs.status(task_id) != JobStatus.SUCCEEDED.value:
+            get_runtime().jobs.mark_running(task_id)
+
+    def earlier_result(self, job_id: str) -> dict[str, Any] | None:
+        """A redelivered message of a job that already succeeded does nothing again."""
+        view = get_runtime().jobs.peek(job_id)
+        if view is not None and view.status is JobStatus.SUCCEEDED:
+            return view.result or {}
+        return None
+
+    def on_retry(
+        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
+    ) -> None:
+        log.warning("task_retrying", error=str(exc))
+        get_runtime().jobs.mark_retrying(task_id, error_body(exc))
+
+    def on_success(self, retval: Any, task_id: str, args: Any, kwargs: Any) -> None:
+        get_runtime().jobs.mark_succeeded(task_id, retval if isinstance(retval, dict) else {})
+
+    def on_failure(
+        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
+    ) -> None:
+        log.error("task_failed", error=str(exc), exc_info=not isinstance(exc, AppError))
+        get_runtime().jobs.mark_failed(task_id, error_body(exc))
+
+    def run_command(
+        self,
+        command: dict[str, Any],
+        model: type[C],
+        action: Callable[[MemoryWriter, C, str], dict[str, Any]],
+    ) -> dict[str, Any]:
+        with self.context(command) as job_id:
+            done = self.earlier_result(job_id)
+            if done is not None:
+                return done
+            return action(MemoryWriter(get_runtime()), model.model_validate(command), job_id)
+
+    @contextmanager
+    def context(self, command: dict[str, Any]) -> Iterator[str]:
+        """Bind the job's ids into every log line of this task run."""
+        job_id = str(self.request.id)
+        with structlog.contextvars.bound_contextvars(
+            task=self.name, task_id=job_id, job_id=job_id,
+            request_id=command.get("request_id"), tenant_id=command.get("tenant_id"),
+            attempt=self.request.retries,
+        ):
+            yield job_id

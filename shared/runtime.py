@@ -1,0 +1,89 @@
+"""The process's long-lived resources, built once from `Settings`.
+
+In embedded mode the gateway and the in-process worker share one `Runtime`,
+which is what lets them share the one Qdrant Edge shard a process may open.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cached_property
+
+import redis
+from celery import Celery
+
+from shared.embeddings import CachedQueryEmbedder, Embedder, make_embedder
+from shared.queue.jobs import JobStore
+from shared.settings import Settings, get_settings
+from shared.store import Store, make_store
+
+
+class Runtime:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._store_lock = threading.Lock()
+        self._store: Store | None = None
+
+    @cached_property
+    def redis(self) -> redis.Redis:
+        return redis.Redis.from_url(
+            self.settings.redis_url,
+            socket_timeout=self.settings.redis_timeout_s,
+            socket_connect_timeout=self.settings.redis_timeout_s,
+            health_check_interval=30,
+        )
+
+    @cached_property
+    def jobs(self) -> JobStore:
+        return JobStore(self.redis, self.settings.job_ttl_s)
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        return make_embedder(self.settings.embedder, self.settings)
+
+    @cached_property
+    def query_embedder(self) -> Embedder:
+        return CachedQueryEmbedder(self.embedder, self.settings.query_cache_size)
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            with self._store_lock:
+                if self._store is None:
+                    store = make_store(self.settings)
+                    store.ensure_schema(self.embedder.name, self.embedder.dim)
+                    self._store = store
+        return self._store
+
+    @cached_property
+    def celery(self) -> Celery:
+        from shared.queue.celery_app import app, configure
+
+        configure(app, self.settings)
+        return app
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        if "redis" in self.__dict__:
+            self.redis.close()
+
+
+_runtime: Runtime | None = None
+_lock = threading.Lock()
+
+
+def get_runtime() -> Runtime:
+    global _runtime
+    if _runtime is None:
+        with _lock:
+            if _runtime is None:
+                _runtime = Runtime(get_settings())
+    return _runtime
+
+
+def set_runtime(runtime: Runtime | None) -> None:
+    global _runtime
+    with _lock:
+        _runtime = runtime

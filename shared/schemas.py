@@ -1,0 +1,202 @@
+"""Wire schemas: what the HTTP API accepts and returns (the Python client reuses them).
+
+Static bounds live here; bounds that are settings (message size, counts) are
+checked in `shared.limits`, so the error names the field either way.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, ClassVar
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from shared.models import (
+    DuplicateKind,
+    ExtractMode,
+    JobStatus,
+    MemoryRecord,
+    MemoryType,
+    Role,
+    SaveOutcome,
+    Scope,
+    Source,
+    UtcDatetime,
+)
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty or whitespace only")
+    if any(ord(c) < 32 and c not in "\t\n\r" for c in value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
+def _identifier(value: str) -> str:
+    _not_blank(value)
+    if any(c in value for c in "\t\n\r"):
+        raise ValueError("must be a single line")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_not_blank)]
+Identifier = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_identifier)]
+Tag = Annotated[str, Field(min_length=1, max_length=64), AfterValidator(_identifier)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Scoped(Strict):
+    # Writes place a memory in one scope; searches see global plus one project.
+    for_write: ClassVar[bool] = True
+
+    scope: Scope | None = None
+    project: Identifier | None = None
+
+    @model_validator(mode="after")
+    def _scope_and_project(self) -> Scoped:
+        if self.scope is Scope.GLOBAL and self.project is not None and self.for_write:
+            raise ValueError("project: only valid with scope 'project'")
+        if self.scope is Scope.PROJECT and self.project is None:
+            raise ValueError("project: required when scope is 'project'")
+        return self
+
+    def resolved_scope(self) -> Scope:
+        if self.scope is not None:
+            return self.scope
+        return Scope.PROJECT if self.project is not None else Scope.GLOBAL
+
+
+class Message(Strict):
+    role: Role
+    content: Text
+    created_at: UtcDatetime | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class InteractionRequest(Scoped):
+    user_id: Identifier
+    thread_id: Identifier | None = None
+    messages: list[Message] = Field(min_length=1)
+    metadata: dict[str, Any] | None = None
+    idempotency_key: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    extract: ExtractMode | None = None
+    store_roles: list[Role] = Field(default_factory=lambda: [Role.USER], min_length=1)
+
+
+class SaveRequest(Scoped):
+    user_id: Identifier
+    content: Text
+    key: Identifier | None = None
+    type: MemoryType = MemoryType.SEMANTIC
+    thread_id: Identifier | None = None
+    tags: list[Tag] = Field(default_factory=list)
+    importance: int = Field(5, ge=1, le=10)
+    occurred_at: UtcDatetime | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class SearchRequest(Scoped):
+    for_write: ClassVar[bool] = False
+
+    user_id: Identifier
+    query: Text
+    top_k: int = Field(5, ge=1, le=100)
+    min_score: float | None = Field(None, ge=0, le=1)
+    types: list[MemoryType] | None = None
+    tags: list[Tag] | None = None
+
+
+class UpdateRequest(Strict):
+    content: Text | None = None
+    type: MemoryType | None = None
+    tags: list[Tag] | None = None
+    importance: int | None = Field(None, ge=1, le=10)
+    enabled: bool | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> UpdateRequest:
+        if not self.model_fields_set:
+            raise ValueError("give at least one of content, type, tags, importance, enabled")
+        for name in self.model_fields_set:
+            if getattr(self, name) is None:
+                raise ValueError(f"{name}: must not be null")
+        return self
+
+
+class MemoryView(BaseModel):
+    id: str
+    content: str
+    type: MemoryType
+    category: str | None = None
+    scope: Scope
+    project: str | None = None
+    thread_id: str | None = None
+    key: str | None = None
+    tags: list[str]
+    importance: int
+    source: Source
+    enabled: bool
+    occurred_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    metadata: dict[str, Any]
+
+    @classmethod
+    def of(cls, record: MemoryRecord) -> MemoryView:
+        return cls.model_validate(record.model_dump(include=set(cls.model_fields)))
+
+
+class SearchHit(BaseModel):
+    memory: MemoryView
+    score: float
+
+
+class SearchResponse(BaseModel):
+    results: list[SearchHit]
+    took_ms: float
+
+
+class MemoryPage(BaseModel):
+    items: list[MemoryView]
+    next_cursor: str | None = None
+
+
+class JobAccepted(BaseModel):
+    job_id: str
+    status: JobStatus
+
+
+class JobView(BaseModel):
+    job_id: str
+    status: JobStatus
+    kind: str
+    attempts: int
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+
+
+class SaveResult(BaseModel):
+    outcome: SaveOutcome
+    memory: MemoryView | None = None
+    duplicate_of: str | None = None
+    duplicate_kind: DuplicateKind | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Only the fields this outcome has; the memory itself keeps its nulls."""
+        return {k: v for k, v in self.model_dump(mode="json").items() if v is not None}
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail

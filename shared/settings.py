@@ -1,0 +1,126 @@
+"""One typed settings object for every process (gateway, workers, CLI)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PLACEHOLDER_SECRETS = {"changeme", "change-me", "secret", "placeholder", "xxx"}
+
+
+def default_data_dir() -> Path:
+    return Path.home() / ".memoryd"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MEMORYD_", extra="ignore")
+
+    env: Literal["development", "production"] = "development"
+    data_dir: Path = Field(default_factory=default_data_dir)
+    host: str = "127.0.0.1"
+    port: int = Field(8420, ge=1, le=65535)
+
+    # Auth: "key=tenant,key2=tenant2". Unset in embedded mode: a key is generated.
+    api_keys: SecretStr | None = None
+
+    # Broker and job state.
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_timeout_s: float = Field(5.0, gt=0)
+    start_redis: bool = True  # embedded mode only: spawn one when redis_url is unreachable
+
+    # Store: Qdrant Edge under data_dir unless a Qdrant server (or a qdrant-client
+    # local path, used by tests) is configured.
+    qdrant_url: str | None = None
+    qdrant_api_key: SecretStr | None = None
+    qdrant_local_path: Path | None = None
+    qdrant_timeout_s: float = Field(10.0, gt=0)
+    collection: str = "memories"
+
+    # Embeddings.
+    embedder: str = "e5-small"
+    openai_base_url: str = "https://api.openai.com/v1"
+    openai_api_key: SecretStr | None = None
+    ollama_base_url: str = "http://127.0.0.1:11434"
+    embed_timeout_s: float = Field(30.0, gt=0)
+    embed_batch_size: int = Field(32, ge=1, le=2048)
+    query_cache_size: int = Field(1024, ge=0)
+
+    # Write policy.
+    # Cosine at or above which a new memory is a semantic duplicate. Unset: the embedder's
+    # own default (e5-small's cosines run high, so it needs a higher bar; see writes.py).
+    dedup_threshold: float | None = Field(None, gt=0, le=1)
+    user_lock_timeout_s: float = Field(30.0, gt=0)
+    user_lock_wait_s: float = Field(20.0, gt=0)
+
+    # Input limits.
+    max_message_bytes: int = Field(8192, ge=16)
+    max_messages: int = Field(64, ge=1)
+    max_content_chars: int = Field(8192, ge=16)
+    max_tags: int = Field(32, ge=0)
+    max_top_k: int = Field(100, ge=1)
+    max_page_size: int = Field(200, ge=1)
+    max_wait_s: float = Field(30.0, ge=0)
+
+    # Task policy.
+    worker_concurrency: int = Field(4, ge=1, le=64)
+    task_max_retries: int = Field(6, ge=0)
+    task_retry_backoff_max_s: int = Field(60, ge=1)
+    task_soft_time_limit_s: int = Field(120, ge=1)
+    task_time_limit_s: int = Field(150, ge=2)
+    broker_visibility_timeout_s: int = Field(600, ge=30)
+    job_ttl_s: int = Field(7 * 24 * 3600, ge=60)
+
+    log_level: str = "INFO"
+    log_json: bool | None = None  # None: JSON off a TTY, console on one
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, value: str) -> str:
+        if not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must be a redis:// or rediss:// URL")
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if self.task_soft_time_limit_s >= self.task_time_limit_s:
+            raise ValueError("task_soft_time_limit_s must be below task_time_limit_s")
+        # A message unacked past the visibility timeout is delivered again: every run and
+        # every retry delay must end well before that.
+        for name in ("task_retry_backoff_max_s", "task_time_limit_s"):
+            if getattr(self, name) >= self.broker_visibility_timeout_s:
+                raise ValueError(f"{name} must be below broker_visibility_timeout_s")
+        if self.env == "production":
+            for name in ("api_keys", "openai_api_key", "qdrant_api_key"):
+                secret = getattr(self, name)
+                if secret is not None and _is_placeholder(secret.get_secret_value()):
+                    raise ValueError(f"{name} holds a placeholder secret")
+        return self
+
+    @property
+    def store_backend(self) -> Literal["edge", "qdrant"]:
+        return "qdrant" if (self.qdrant_url or self.qdrant_local_path) else "edge"
+
+    @property
+    def edge_path(self) -> Path:
+        return self.data_dir / "qdrant-edge"
+
+    @property
+    def api_key_file(self) -> Path:
+        return self.data_dir / "api-key"
+
+
+def _is_placeholder(secret: str) -> bool:
+    for pair in secret.split(","):
+        key = pair.split("=", 1)[0].strip().lower()
+        if key in PLACEHOLDER_SECRETS:
+            return True
+    return secret.strip().lower() in PLACEHOLDER_SECRETS
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,25 @@
+"""The memory store: one interface, two adapters (Qdrant Edge, qdrant-client)."""
+
+from __future__ import annotations
+
+from shared.settings import Settings
+from shared.store.base import PointData, Store, StoredPoint
+
+
+def make_store(settings: Settings) -> Store:
+    if settings.store_backend == "qdrant":
+        from shared.store.client import QdrantClientStore
+
+        return QdrantClientStore(
+            settings.collection,
+            url=settings.qdrant_url,
+            api_key=settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None,
+            path=settings.qdrant_local_path,
+            timeout_s=settings.qdrant_timeout_s,
+        )
+    from shared.store.edge import EdgeStore
+
+    return EdgeStore(settings.edge_path, settings.collection)
+
+
+__all__ = ["PointData", "Store", "StoredPoint", "make_store"]

@@ -1,0 +1,259 @@
+"""The `Store` interface. Owner scoping is added here, once, for every adapter.
+
+Adapters implement the protected `_`-methods over raw conditions; the public
+methods are the only way in, and each one prepends the tenant and user filter.
+"""
+
+from __future__ import annotations
+
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.errors import EmbeddingModelMismatch
+from shared.models import AuditEvent, Owner
+from shared.store.conditions import AllOf, AnyOf, Between, Condition, IdIn, Match, NoneOf
+
+DENSE = "dense"
+SPARSE = "keywords"
+
+KEYWORD_FIELDS = (
+    "user_id", "scope", "project", "type", "category", "tags", "thread_id", "key",
+    "content_hash", "source", "state",
+)
+DATETIME_FIELDS = ("occurred_at", "created_at", "updated_at", "expires_at")
+FLOAT_FIELDS = ("created_ts", "updated_ts", "importance_rank")
+# (field, index kind): every filtered field is indexed, the tenant first.
+MEMORY_INDEXES: tuple[tuple[str, str], ...] = (
+    ("tenant_id", "tenant"),
+    *((name, "keyword") for name in KEYWORD_FIELDS),
+    *((name, "datetime") for name in DATETIME_FIELDS),
+    *((name, "float") for name in FLOAT_FIELDS),
+    ("importance", "integer"),
+)
+AUDIT_INDEXES: tuple[tuple[str, str], ...] = (
+    ("tenant_id", "keyword"), ("user_id", "keyword"), ("memory_id", "keyword"), ("at_ts", "float"),
+)
+SORT_FIELDS = {
+    "created_at": "created_ts", "updated_at": "updated_ts", "importance": "importance_rank",
+}
+AUDIT_META_ID = str(uuid.uuid5(uuid.NAMESPACE_URL, "memoryd:store-meta"))
+
+
+@dataclass
+class PointData:
+    id: str
+    payload: dict[str, Any]
+    dense: list[float] | None = None
+    sparse: tuple[list[int], list[float]] | None = None
+
+
+@dataclass
+class StoredPoint:
+    id: str
+    payload: dict[str, Any]
+    score: float = 0.0
+    dense: list[float] | None = field(default=None, repr=False)
+
+
+def owner_conditions(owner: Owner) -> tuple[Condition, ...]:
+    return (Match("tenant_id", owner.tenant_id), Match("user_id", owner.user_id))
+
+
+def scoped(owner: Owner, conditions: Sequence[Condition] = ()) -> AllOf:
+    return AllOf((*owner_conditions(owner), *conditions))
+
+
+class Store(ABC):
+    """Memories and their audit trail, always read and written for one owner."""
+
+    def __init__(self, collection: str) -> None:
+        self.collection = collection
+
+    # ---- public, owner-scoped -------------------------------------------------
+
+    def upsert(self, owner: Owner, points: Sequence[PointData]) -> None:
+        for point in points:
+            if (point.payload.get("tenant_id"), point.payload.get("user_id")) != (
+                owner.tenant_id,
+                owner.user_id,
+            ):
+                raise ValueError(f"point {point.id} does not belong to {owner}")
+        if points:
+            self._upsert(points)
+
+    def get(
+        self, owner: Owner, ids: Sequence[str], with_vectors: bool = False
+    ) -> list[StoredPoint]:
+        if not ids:
+            return []
+        found, _ = self._scroll(scoped(owner, [IdIn(tuple(ids))]), len(ids), None, with_vectors)
+        return found
+
+    def find(
+        self, owner: Owner, conditions: Sequence[Condition], limit: int,
+        order_by: str | None = None, descending: bool = True,
+    ) -> list[StoredPoint]:
+        found, _ = self._scroll(scoped(owner, conditions), limit, order_by, False, descending)
+        return found
+
+    def search(
+        self,
+        owner: Owner,
+        dense: list[float],
+        conditions: Sequence[Condition],
+        limit: int,
+        sparse: tuple[list[int], list[float]] | None = None,
+        score_threshold: float | None = None,
+    ) -> list[StoredPoint]:
+        return self._search(scoped(owner, conditions), dense, sparse, limit, score_threshold)
+
+    def count(self, owner: Owner, conditions: Sequence[Condition] = ()) -> int:
+        return self._count(scoped(owner, conditions))
+
+    def set_payload(self, owner: Owner, ids: Sequence[str], payload: dict[str, Any]) -> None:
+        if ids:
+            self._set_payload(scoped(owner, [IdIn(tuple(ids))]), payload)
+
+    def delete(self, owner: Owner, ids: Sequence[str]) -> None:
+        if ids:
+            self._delete(scoped(owner, [IdIn(tuple(ids))]))
+
+    def delete_where(self, owner: Owner, conditions: Sequence[Condition]) -> list[str]:
+        """Delete what matches and return the ids, so the caller can audit them."""
+        ids: list[str] = []
+        while True:
+            batch, _ = self._scroll(scoped(owner, conditions), 256, None, False)
+            if not batch:
+                return ids
+            batch_ids = [p.id for p in batch]
+            self._delete(scoped(owner, [IdIn(tuple(batch_ids))]))
+            ids.extend(batch_ids)
+
+    def page(
+        self,
+        owner: Owner,
+        conditions: Sequence[Condition],
+        limit: int,
+        sort: str,
+        after: tuple[float, list[str]] | None,
+    ) -> tuple[list[StoredPoint], tuple[float, list[str]] | None]:
+        """Keyset pagination, newest (or most important) first.
+
+        The position is the last sort value and the ids already returned at that
+        value, so inserts between pages neither repeat nor skip items.
+        """
+        sort_field = SORT_FIELDS[sort]
+        conds = list(conditions)
+        if after is not None:
+            value, seen = after
+            conds.append(Between(sort_field, lte=value))
+            if seen:
+                conds.append(NoneOf((IdIn(tuple(seen)),)))
+        found, _ = self._scroll(scoped(owner, conds), limit + 1, sort_field, False, True)
+        more = len(found) > limit
+        found = found[:limit]
+        if not more or not found:
+            return found, None
+        last = float(found[-1].payload[sort_field])
+        at_last = [p.id for p in found if float(p.payload[sort_field]) == last]
+        if after is not None and after[0] == last:
+            at_last = [*after[1], *at_last]
+        return found, (last, at_last)
+
+    # ---- audit ----------------------------------------------------------------
+
+    def append_audit(self, events: Sequence[AuditEvent]) -> None:
+        if events:
+            self._append_audit(events)
+
+    def erase_audit_content(self, owner: Owner, memory_ids: Sequence[str]) -> None:
+        """After a deletion the trail keeps that things happened, never what was said."""
+        for start in range(0, len(memory_ids), 256):
+            chunk = tuple(memory_ids[start:start + 256])
+            self._redact_audit(scoped(owner, [AnyOf("memory_id", chunk)]))
+
+    def audit_of(self, owner: Owner, memory_id: str, limit: int = 1000) -> list[AuditEvent]:
+        conds = scoped(owner, [Match("memory_id", memory_id)])
+        return self._read_audit(conds, limit)
+
+    # ---- lifecycle ------------------------------------------------------------
+
+    def ensure_schema(self, embedding_model: str, dim: int) -> None:
+        """Create what is missing; refuse a store built with another model."""
+        self._create_if_missing(dim)
+        meta = self._read_meta()
+        if meta is None:
+            self._write_meta({"embedding_model": embedding_model, "dim": dim})
+            return
+        if meta.get("embedding_model") != embedding_model or meta.get("dim") != dim:
+            raise EmbeddingModelMismatch(
+                f"the store was built with embedder {meta.get('embedding_model')!r} "
+                f"({meta.get('dim')}-d) but {embedding_model!r} ({dim}-d) is configured; "
+                "re-embed the store or configure the original embedder"
+            )
+
+    @abstractmethod
+    def ping(self) -> None: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    # ---- adapter primitives ---------------------------------------------------
+
+    @abstractmethod
+    def _create_if_missing(self, dim: int) -> None: ...
+
+    @abstractmethod
+    def _read_meta(self) -> dict[str, Any] | None: ...
+
+    @abstractmethod
+    def _write_meta(self, meta: dict[str, Any]) -> None: ...
+
+    @abstractmethod
+    def _upsert(self, points: Sequence[PointData]) -> None: ...
+
+    @abstractmethod
+    def _scroll(
+        self, cond: AllOf, limit: int, order_by: str | None, with_vectors: bool,
+        descending: bool = True,
+    ) -> tuple[list[StoredPoint], str | None]: ...
+
+    @abstractmethod
+    def _search(
+        self, cond: AllOf, dense: list[float], sparse: tuple[list[int], list[float]] | None,
+        limit: int, score_threshold: float | None,
+    ) -> list[StoredPoint]: ...
+
+    @abstractmethod
+    def _count(self, cond: AllOf) -> int: ...
+
+    @abstractmethod
+    def _set_payload(self, cond: AllOf, payload: dict[str, Any]) -> None: ...
+
+    @abstractmethod
+    def _delete(self, cond: AllOf) -> None: ...
+
+    @abstractmethod
+    def _append_audit(self, events: Sequence[AuditEvent]) -> None: ...
+
+    @abstractmethod
+    def _redact_audit(self, cond: AllOf) -> None: ...
+
+    @abstractmethod
+    def _read_audit(self, cond: AllOf, limit: int) -> list[AuditEvent]: ...
+
+
+def audit_point_id(event: AuditEvent) -> str:
+    return str(uuid.uuid5(
+        uuid.NAMESPACE_URL,
+        f"{event.memory_id}|{event.event}|{event.job_id}|{event.at.isoformat()}",
+    ))
+
+
+def audit_payload(event: AuditEvent) -> dict[str, Any]:
+    payload = event.model_dump(mode="json")
+    payload["at_ts"] = event.at.timestamp()
+    return payload

@@ -1,0 +1,269 @@
+"""Store adapter over `qdrant-client`: a Qdrant server, or the client's local mode in tests."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from qdrant_client import QdrantClient
+from qdrant_client import models as qm
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from shared.errors import StoreUnavailable
+from shared.models import AuditEvent
+from shared.store.base import (
+    AUDIT_INDEXES,
+    AUDIT_META_ID,
+    DENSE,
+    MEMORY_INDEXES,
+    SPARSE,
+    PointData,
+    Store,
+    StoredPoint,
+    audit_payload,
+    audit_point_id,
+)
+from shared.store.conditions import (
+    AllOf,
+    AnyOf,
+    Between,
+    Condition,
+    IdIn,
+    Match,
+    NoneOf,
+    OneOf,
+    as_float,
+    is_datetime_range,
+    iso,
+)
+
+T = TypeVar("T")
+_SCHEMA = {
+    "keyword": qm.PayloadSchemaType.KEYWORD, "datetime": qm.PayloadSchemaType.DATETIME,
+    "float": qm.PayloadSchemaType.FLOAT,
+    "integer": qm.PayloadSchemaType.INTEGER,
+}
+_AUDIT_VECTOR = "unit"
+
+
+def _translate(cond: Condition) -> Any:
+    if isinstance(cond, Match):
+        return qm.FieldCondition(key=cond.key, match=qm.MatchValue(value=cond.value))
+    if isinstance(cond, AnyOf):
+        return qm.FieldCondition(key=cond.key, match=qm.MatchAny(any=list(cond.values)))
+    if isinstance(cond, Between):
+        if is_datetime_range(cond):
+            rng: Any = qm.DatetimeRange(
+                gte=iso(cond.gte), lte=iso(cond.lte), gt=iso(cond.gt), lt=iso(cond.lt)
+            )
+        else:
+            rng = qm.Range(
+                gte=as_float(cond.gte), lte=as_float(cond.lte),
+                gt=as_float(cond.gt), lt=as_float(cond.lt),
+            )
+        return qm.FieldCondition(key=cond.key, range=rng)
+    if isinstance(cond, IdIn):
+        return qm.HasIdCondition(has_id=list(cond.ids))
+    if isinstance(cond, AllOf):
+        return qm.Filter(must=[_translate(c) for c in cond.conditions])
+    if isinstance(cond, OneOf):
+        return qm.Filter(should=[_translate(c) for c in cond.conditions])
+    if isinstance(cond, NoneOf):
+        return qm.Filter(must_not=[_translate(c) for c in cond.conditions])
+    raise TypeError(f"unknown condition {cond!r}")
+
+
+def _filter(cond: AllOf) -> qm.Filter:
+    return qm.Filter(must=[_translate(c) for c in cond.conditions])
+
+
+class QdrantClientStore(Store):
+    """One client per process. Local mode is not thread-safe, so its calls are serialized."""
+
+    def __init__(
+        self,
+        collection: str,
+        *,
+        url: str | None = None,
+        api_key: str | None = None,
+        path: Path | None = None,
+        timeout_s: float = 10.0,
+    ) -> None:
+        super().__init__(collection)
+        self._audit_collection = f"{collection}_audit"
+        if path is not None:
+            self._client = QdrantClient(path=str(path))
+            self._lock: threading.Lock | None = threading.Lock()
+            # Local mode ignores payload indexes (and warns about each one).
+            self._indexes = False
+        else:
+            self._client = QdrantClient(url=url, api_key=api_key, timeout=int(max(timeout_s, 1)))
+            self._lock = None
+            self._indexes = True
+
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        try:
+            if self._lock is None:
+                yield
+            else:
+                with self._lock:
+                    yield
+        except (ResponseHandlingException, ConnectionError, TimeoutError) as exc:
+            raise StoreUnavailable(f"Qdrant is unreachable: {exc}") from exc
+        except UnexpectedResponse as exc:
+            if exc.status_code is not None and exc.status_code >= 500:
+                raise StoreUnavailable(f"Qdrant answered {exc.status_code}") from exc
+            raise
+
+    def _call(self, fn: Callable[[], T]) -> T:
+        with self._guard():
+            return fn()
+
+    def _create_if_missing(self, dim: int) -> None:
+        with self._guard():
+            if not self._client.collection_exists(self.collection):
+                self._client.create_collection(
+                    self.collection,
+                    vectors_config={DENSE: qm.VectorParams(size=dim, distance=qm.Distance.COSINE)},
+                    sparse_vectors_config={SPARSE: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
+                )
+                self._create_indexes(self.collection, MEMORY_INDEXES)
+            if not self._client.collection_exists(self._audit_collection):
+                self._client.create_collection(
+                    self._audit_collection,
+                    vectors_config={
+                        _AUDIT_VECTOR: qm.VectorParams(size=1, distance=qm.Distance.DOT)
+                    },
+                )
+                self._create_indexes(self._audit_collection, AUDIT_INDEXES)
+
+    def _create_indexes(self, collection: str, indexes: Sequence[tuple[str, str]]) -> None:
+        if not self._indexes:
+            return
+        for name, kind in indexes:
+            schema: Any = (
+                qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)
+                if kind == "tenant" else _SCHEMA[kind]
+            )
+            self._client.create_payload_index(collection, name, schema)
+
+    def _read_meta(self) -> dict[str, Any] | None:
+        found = self._call(lambda: self._client.retrieve(
+            self._audit_collection, [AUDIT_META_ID], with_payload=True
+        ))
+        if not found or found[0].payload is None:
+            return None
+        return {k: v for k, v in found[0].payload.items() if k != "kind"}
+
+    def _write_meta(self, meta: dict[str, Any]) -> None:
+        point = qm.PointStruct(
+            id=AUDIT_META_ID, vector={_AUDIT_VECTOR: [1.0]}, payload={"kind": "meta", **meta}
+        )
+        self._call(lambda: self._client.upsert(self._audit_collection, [point], wait=True))
+
+    def ping(self) -> None:
+        self._call(lambda: self._client.get_collections())
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._client.close()
+
+    def _upsert(self, points: Sequence[PointData]) -> None:
+        converted = []
+        for p in points:
+            vector: dict[str, Any] = {}
+            if p.dense is not None:
+                vector[DENSE] = p.dense
+            if p.sparse is not None and p.sparse[0]:
+                vector[SPARSE] = qm.SparseVector(indices=p.sparse[0], values=p.sparse[1])
+            converted.append(qm.PointStruct(id=p.id, vector=vector, payload=p.payload))
+        self._call(lambda: self._client.upsert(self.collection, converted, wait=True))
+
+    def _scroll(
+        self, cond: AllOf, limit: int, order_by: str | None, with_vectors: bool,
+        descending: bool = True,
+    ) -> tuple[list[StoredPoint], str | None]:
+        order = None
+        if order_by is not None:
+            order = qm.OrderBy(
+                key=order_by,
+                direction=qm.Direction.DESC if descending else qm.Direction.ASC,
+            )
+        records, next_offset = self._call(lambda: self._client.scroll(
+            self.collection, scroll_filter=_filter(cond), limit=limit, with_payload=True,
+            with_vectors=[DENSE] if with_vectors else False, order_by=order,
+        ))
+        return [self._point(r) for r in records], (str(next_offset) if next_offset else None)
+
+    @staticmethod
+    def _point(record: Any, score: float = 0.0) -> StoredPoint:
+        dense = None
+        if isinstance(record.vector, dict) and DENSE in record.vector:
+            dense = list(record.vector[DENSE])
+        return StoredPoint(str(record.id), dict(record.payload or {}), score, dense)
+
+    def _search(
+        self, cond: AllOf, dense: list[float], sparse: tuple[list[int], list[float]] | None,
+        limit: int, score_threshold: float | None,
+    ) -> list[StoredPoint]:
+        flt = _filter(cond)
+        if sparse is not None and sparse[0]:
+            depth = max(limit * 4, 40)
+            result = self._call(lambda: self._client.query_points(
+                self.collection,
+                prefetch=[
+                    qm.Prefetch(query=dense, using=DENSE, filter=flt, limit=depth),
+                    qm.Prefetch(
+                        query=qm.SparseVector(indices=sparse[0], values=sparse[1]),
+                        using=SPARSE, filter=flt, limit=depth,
+                    ),
+                ],
+                query=qm.FusionQuery(fusion=qm.Fusion.RRF),
+                limit=limit, with_payload=True,
+            ))
+        else:
+            result = self._call(lambda: self._client.query_points(
+                self.collection, query=dense, using=DENSE, query_filter=flt, limit=limit,
+                with_payload=True, score_threshold=score_threshold,
+            ))
+        return [self._point(p, p.score) for p in result.points]
+
+    def _count(self, cond: AllOf) -> int:
+        return self._call(lambda: self._client.count(
+            self.collection, count_filter=_filter(cond), exact=True
+        ).count)
+
+    def _set_payload(self, cond: AllOf, payload: dict[str, Any]) -> None:
+        self._call(lambda: self._client.set_payload(
+            self.collection, payload=payload, points=_filter(cond), wait=True
+        ))
+
+    def _delete(self, cond: AllOf) -> None:
+        self._call(lambda: self._client.delete(
+            self.collection, points_selector=qm.FilterSelector(filter=_filter(cond)), wait=True
+        ))
+
+    def _append_audit(self, events: Sequence[AuditEvent]) -> None:
+        points = [
+            qm.PointStruct(id=audit_point_id(e), vector={_AUDIT_VECTOR: [1.0]},
+                           payload=audit_payload(e))
+            for e in events
+        ]
+        self._call(lambda: self._client.upsert(self._audit_collection, points, wait=True))
+
+    def _redact_audit(self, cond: AllOf) -> None:
+        self._call(lambda: self._client.set_payload(
+            self._audit_collection, payload={"before": None, "after": None},
+            points=_filter(cond), wait=True,
+        ))
+
+    def _read_audit(self, cond: AllOf, limit: int) -> list[AuditEvent]:
+        records, _ = self._call(lambda: self._client.scroll(
+            self._audit_collection, scroll_filter=_filter(cond), limit=limit, with_payload=True,
+            order_by=qm.OrderBy(key="at_ts", direction=qm.Direction.ASC),
+        ))
+        return [AuditEvent.model_validate(r.payload) for r in records]

@@ -1,0 +1,262 @@
+"""Store adapter for an embedded Qdrant Edge shard (one process owns the files)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import qdrant_edge as qe
+
+from shared.errors import ConfigurationError, StoreUnavailable
+from shared.models import AuditEvent
+from shared.store.base import (
+    AUDIT_INDEXES,
+    AUDIT_META_ID,
+    DENSE,
+    MEMORY_INDEXES,
+    SPARSE,
+    PointData,
+    Store,
+    StoredPoint,
+    audit_payload,
+    audit_point_id,
+)
+from shared.store.conditions import (
+    AllOf,
+    AnyOf,
+    Between,
+    Condition,
+    IdIn,
+    Match,
+    NoneOf,
+    OneOf,
+    as_float,
+    is_datetime_range,
+    iso,
+)
+
+_AUDIT_VECTOR = "unit"
+_SCHEMA = {
+    "keyword": qe.PayloadSchemaType.Keyword, "datetime": qe.PayloadSchemaType.Datetime,
+    "float": qe.PayloadSchemaType.Float,
+    "integer": qe.PayloadSchemaType.Integer,
+}
+
+
+def _translate(cond: Condition) -> Any:
+    if isinstance(cond, Match):
+        if isinstance(cond.value, bool):
+            # qdrant-edge-py 0.9 matches no boolean value at all: refuse rather than miss.
+            raise TypeError(f"cannot filter {cond.key} on a boolean in Qdrant Edge")
+        return qe.FieldCondition(cond.key, match=qe.MatchValue(cond.value))
+    if isinstance(cond, AnyOf):
+        return qe.FieldCondition(cond.key, match=qe.MatchAny(list(cond.values)))
+    if isinstance(cond, Between):
+        if is_datetime_range(cond):
+            rng: Any = qe.RangeDateTime(
+                gte=iso(cond.gte), lte=iso(cond.lte), gt=iso(cond.gt), lt=iso(cond.lt)
+            )
+        else:
+            rng = qe.RangeFloat(
+                gte=as_float(cond.gte), lte=as_float(cond.lte),
+                gt=as_float(cond.gt), lt=as_float(cond.lt),
+            )
+        return qe.FieldCondition(cond.key, range=rng)
+    if isinstance(cond, IdIn):
+        return qe.HasIdCondition(set(cond.ids))
+    if isinstance(cond, AllOf):
+        return qe.Filter(must=[_translate(c) for c in cond.conditions])
+    if isinstance(cond, OneOf):
+        return qe.Filter(should=[_translate(c) for c in cond.conditions])
+    if isinstance(cond, NoneOf):
+        return qe.Filter(must_not=[_translate(c) for c in cond.conditions])
+    raise TypeError(f"unknown condition {cond!r}")
+
+
+def _filter(cond: AllOf) -> qe.Filter:
+    return qe.Filter(must=[_translate(c) for c in cond.conditions])
+
+
+class EdgeStore(Store):
+    def __init__(self, root: Path, collection: str) -> None:
+        super().__init__(collection)
+        self._root = root
+        self._mem: qe.EdgeShard | None = None
+        self._audit: qe.EdgeShard | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def _shard(self) -> qe.EdgeShard:
+        if self._mem is None:
+            raise StoreUnavailable("the embedded store is closed")
+        return self._mem
+
+    @property
+    def _audit_shard(self) -> qe.EdgeShard:
+        if self._audit is None:
+            raise StoreUnavailable("the embedded store is closed")
+        return self._audit
+
+    def _open(self, path: Path, config: qe.EdgeConfig) -> qe.EdgeShard:
+        try:
+            if (path / "wal").exists():
+                return qe.EdgeShard.load(str(path))
+            path.mkdir(parents=True, exist_ok=True)
+            return qe.EdgeShard.create(str(path), config)
+        except Exception as exc:  # the binding raises plain Exceptions
+            if "WouldBlock" in str(exc) or "lock" in str(exc).lower():
+                raise ConfigurationError(
+                    f"the embedded store at {path} is open in another process; "
+                    "embedded mode runs in one process (stop the other memoryd first)"
+                ) from exc
+            raise
+
+    def _create_if_missing(self, dim: int) -> None:
+        with self._lock:
+            if self._mem is not None:
+                return
+            mem_config = qe.EdgeConfig(
+                vectors={DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)},
+                sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            )
+            self._mem = self._open(self._root / self.collection, mem_config)
+            audit_config = qe.EdgeConfig(
+                vectors={_AUDIT_VECTOR: qe.EdgeVectorParams(size=1, distance=qe.Distance.Dot)}
+            )
+            self._audit = self._open(self._root / f"{self.collection}_audit", audit_config)
+            self._ensure_indexes()
+
+    def _ensure_indexes(self) -> None:
+        for shard, indexes in ((self._shard, MEMORY_INDEXES), (self._audit_shard, AUDIT_INDEXES)):
+            existing = set(shard.info().payload_schema)
+            for name, kind in indexes:
+                if name in existing:
+                    continue
+                schema: Any = (
+                    qe.KeywordIndexParams(is_tenant=True) if kind == "tenant" else _SCHEMA[kind]
+                )
+                shard.update(qe.UpdateOperation.create_field_index(name, schema))
+
+    def _meta_file(self) -> Path:
+        return self._root / f"{self.collection}.meta.json"
+
+    def _read_meta(self) -> dict[str, Any] | None:
+        path = self._meta_file()
+        if not path.exists():
+            return None
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
+
+    def _write_meta(self, meta: dict[str, Any]) -> None:
+        tmp = self._meta_file().with_suffix(".tmp")
+        tmp.write_text(json.dumps(meta))
+        tmp.replace(self._meta_file())
+        # Keep a copy beside the audit trail too, the same record the server adapter keeps.
+        self._audit_shard.update(qe.UpdateOperation.upsert_points(
+            [qe.Point(AUDIT_META_ID, {_AUDIT_VECTOR: [1.0]}, {"kind": "meta", **meta})]
+        ))
+
+    def ping(self) -> None:
+        self._shard.info()
+
+    def close(self) -> None:
+        with self._lock:
+            for shard in (self._mem, self._audit):
+                if shard is not None:
+                    shard.flush()
+                    shard.close()
+            self._mem = self._audit = None
+
+    def flush(self) -> None:
+        self._shard.flush()
+        self._audit_shard.flush()
+
+    def _upsert(self, points: Sequence[PointData]) -> None:
+        converted = []
+        for p in points:
+            vector: dict[str, Any] = {}
+            if p.dense is not None:
+                vector[DENSE] = p.dense
+            if p.sparse is not None and p.sparse[0]:
+                vector[SPARSE] = qe.SparseVector(p.sparse[0], p.sparse[1])
+            converted.append(qe.Point(p.id, vector, p.payload))
+        self._shard.update(qe.UpdateOperation.upsert_points(converted))
+
+    def _scroll(
+        self, cond: AllOf, limit: int, order_by: str | None, with_vectors: bool,
+        descending: bool = True,
+    ) -> tuple[list[StoredPoint], str | None]:
+        order = None
+        if order_by is not None:
+            direction = qe.Direction.Desc if descending else qe.Direction.Asc
+            order = qe.OrderBy(order_by, direction=direction)
+        records, next_offset = self._shard.scroll(qe.ScrollRequest(
+            limit=limit, filter=_filter(cond), with_payload=True,
+            with_vector=[DENSE] if with_vectors else False, order_by=order,
+        ))
+        return [self._point(r) for r in records], (str(next_offset) if next_offset else None)
+
+    @staticmethod
+    def _point(record: Any, score: float = 0.0) -> StoredPoint:
+        dense = None
+        if isinstance(record.vector, dict) and DENSE in record.vector:
+            dense = list(record.vector[DENSE])
+        return StoredPoint(str(record.id), dict(record.payload or {}), score, dense)
+
+    def _search(
+        self, cond: AllOf, dense: list[float], sparse: tuple[list[int], list[float]] | None,
+        limit: int, score_threshold: float | None,
+    ) -> list[StoredPoint]:
+        flt = _filter(cond)
+        dense_query = qe.Query.Nearest(dense, using=DENSE)
+        if sparse is not None and sparse[0]:
+            depth = max(limit * 4, 40)
+            request = qe.QueryRequest(
+                limit=limit,
+                prefetches=[
+                    qe.Prefetch(limit=depth, query=dense_query, filter=flt),
+                    qe.Prefetch(
+                        limit=depth,
+                        query=qe.Query.Nearest(qe.SparseVector(*sparse), using=SPARSE),
+                        filter=flt,
+                    ),
+                ],
+                query=qe.Fusion.Rrf(k=60),  # type: ignore[arg-type]  # stub lists Fusion, not Rrf
+                with_payload=True,
+            )
+        else:
+            request = qe.QueryRequest(
+                limit=limit, query=dense_query, filter=flt, with_payload=True,
+                score_threshold=score_threshold,
+            )
+        return [self._point(r, r.score) for r in self._shard.query(request)]
+
+    def _count(self, cond: AllOf) -> int:
+        return self._shard.count(qe.CountRequest(exact=True, filter=_filter(cond)))
+
+    def _set_payload(self, cond: AllOf, payload: dict[str, Any]) -> None:
+        self._shard.update(qe.UpdateOperation.set_payload_by_filter(_filter(cond), payload))
+
+    def _delete(self, cond: AllOf) -> None:
+        self._shard.update(qe.UpdateOperation.delete_points_by_filter(_filter(cond)))
+
+    def _append_audit(self, events: Sequence[AuditEvent]) -> None:
+        points = [
+            qe.Point(audit_point_id(e), {_AUDIT_VECTOR: [1.0]}, audit_payload(e)) for e in events
+        ]
+        self._audit_shard.update(qe.UpdateOperation.upsert_points(points))
+
+    def _redact_audit(self, cond: AllOf) -> None:
+        self._audit_shard.update(qe.UpdateOperation.set_payload_by_filter(
+            _filter(cond), {"before": None, "after": None}
+        ))
+
+    def _read_audit(self, cond: AllOf, limit: int) -> list[AuditEvent]:
+        records, _ = self._audit_shard.scroll(qe.ScrollRequest(
+            limit=limit, filter=_filter(cond), with_payload=True,
+            order_by=qe.OrderBy("at_ts", direction=qe.Direction.Asc),
+        ))
+        return [AuditEvent.model_validate(r.payload) for r in records]

@@ -1,0 +1,97 @@
+"""Real parts for every test: a Redis server, the embedded stack (gateway over HTTP,
+an in-process Celery worker, a Qdrant Edge shard), on 127.0.0.1 and free ports."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from shared.redis_runtime import RedisHandle, ensure_redis, free_port, redis_reachable
+from shared.settings import Settings
+
+KEY_A = "test-key-alpha"
+KEY_B = "test-key-beta"
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A reachable REDIS_URL if one is given, else a redis-server of our own."""
+    given = os.environ.get("REDIS_URL")
+    if given and redis_reachable(given):
+        yield given
+        return
+    handle: RedisHandle = ensure_redis(
+        f"redis://127.0.0.1:{free_port()}/0", tmp_path_factory.mktemp("redis")
+    )
+    try:
+        yield handle.url
+    finally:
+        handle.stop()
+
+
+def redis_db_url(base: str, db: int) -> str:
+    return base.rsplit("/", 1)[0] + f"/{db}"
+
+
+def stack_settings(data_dir: Path, redis_url: str, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "data_dir": data_dir,
+        "redis_url": redis_url,
+        "port": free_port(),
+        "api_keys": f"{KEY_A}=tenant-a,{KEY_B}=tenant-b",
+        "start_redis": False,
+        "worker_concurrency": 4,
+        "user_lock_wait_s": 2.0,
+        "log_json": True,
+        "log_level": "WARNING",
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@pytest.fixture(scope="session")
+def stack(redis_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from workers.stack import EmbeddedStack
+
+    settings = stack_settings(tmp_path_factory.mktemp("stack"), redis_db_url(redis_server, 1))
+    embedded = EmbeddedStack(settings)
+    embedded.prepare()
+    embedded.start_in_background()
+    try:
+        yield embedded
+    finally:
+        embedded.stop()
+
+
+@pytest.fixture(scope="session")
+def base_url(stack: Any) -> str:
+    return f"http://127.0.0.1:{stack.settings.port}"
+
+
+def _client(base_url: str, key: str) -> httpx.Client:
+    return httpx.Client(
+        base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=30.0
+    )
+
+
+@pytest.fixture()
+def api(base_url: str) -> Iterator[httpx.Client]:
+    with _client(base_url, KEY_A) as client:
+        yield client
+
+
+@pytest.fixture()
+def api_b(base_url: str) -> Iterator[httpx.Client]:
+    with _client(base_url, KEY_B) as client:
+        yield client
+
+
+@pytest.fixture()
+def user() -> str:
+    return f"user-{uuid.uuid4().hex[:12]}"

@@ -1,0 +1,161 @@
+"""One contract, two adapters: Qdrant Edge and qdrant-client (local mode)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shared.errors import EmbeddingModelMismatch
+from shared.models import AuditEvent, MemoryRecord, Owner, Scope
+from shared.store import PointData, Store
+from shared.store.client import QdrantClientStore
+from shared.store.conditions import Between, Match
+from shared.store.edge import EdgeStore
+
+DIM = 8
+ALICE = Owner(tenant_id="t1", user_id="alice")
+BOB = Owner(tenant_id="t1", user_id="bob")
+MALLORY = Owner(tenant_id="t2", user_id="alice")  # same user id, other tenant
+
+
+def open_store(kind: str, root: Path) -> Store:
+    if kind == "edge":
+        return EdgeStore(root, "memories")
+    return QdrantClientStore("memories", path=root)
+
+
+@pytest.fixture(params=["edge", "qdrant-client"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    s = open_store(request.param, tmp_path)
+    s.ensure_schema("test-model", DIM)
+    yield s
+    s.close()
+
+
+def vec(seed: int) -> list[float]:
+    v = np.random.default_rng(seed).normal(size=DIM)
+    return (v / np.linalg.norm(v)).tolist()
+
+
+def point(owner: Owner, content: str, seed: int, minutes: int = 0, **fields: object) -> PointData:
+    at = datetime(2024, 1, 1, tzinfo=UTC) + timedelta(minutes=minutes)
+    record = MemoryRecord(
+        id=str(uuid.uuid4()), tenant_id=owner.tenant_id, user_id=owner.user_id, content=content,
+        content_hash=content, occurred_at=at, created_at=at, updated_at=at,
+        embedding_model="test-model", **fields,  # type: ignore[arg-type]
+    )
+    return PointData(record.id, record.to_payload(), vec(seed), ([1, 2], [1.0, 1.0]))
+
+
+def test_owner_scoping_on_every_call(store: Store) -> None:
+    mine = point(ALICE, "alice fact", 1)
+    store.upsert(ALICE, [mine])
+    store.upsert(BOB, [point(BOB, "bob fact", 1)])
+    store.upsert(MALLORY, [point(MALLORY, "other tenant fact", 1)])
+    assert [p.payload["content"] for p in store.search(ALICE, vec(1), [], 10)] == ["alice fact"]
+    assert store.get(BOB, [mine.id]) == []
+    assert store.get(MALLORY, [mine.id]) == []
+    store.delete(BOB, [mine.id])
+    store.set_payload(MALLORY, [mine.id], {"content": "hacked"})
+    assert store.get(ALICE, [mine.id])[0].payload["content"] == "alice fact"
+    assert store.count(ALICE) == 1 and store.count(BOB) == 1 and store.count(MALLORY) == 1
+
+
+def test_upsert_refuses_a_point_of_another_owner(store: Store) -> None:
+    with pytest.raises(ValueError):
+        store.upsert(ALICE, [point(BOB, "bob fact", 1)])
+
+
+def test_same_id_upsert_replaces(store: Store) -> None:
+    p = point(ALICE, "v1", 1)
+    store.upsert(ALICE, [p])
+    p.payload["content"] = "v2"
+    store.upsert(ALICE, [p])
+    assert store.count(ALICE) == 1
+    assert store.get(ALICE, [p.id])[0].payload["content"] == "v2"
+
+
+def test_search_filters_threshold_and_hybrid(store: Store) -> None:
+    store.upsert(ALICE, [
+        point(ALICE, "global one", 1),
+        point(ALICE, "project one", 2, scope=Scope.PROJECT, project="p1"),
+    ])
+    only_project = store.search(ALICE, vec(2), [Match("project", "p1")], 10)
+    assert [p.payload["content"] for p in only_project] == ["project one"]
+    assert store.search(ALICE, vec(1), [], 10, score_threshold=0.999)[0].payload["content"] == (
+        "global one"
+    )
+    fused = store.search(ALICE, vec(1), [], 10, sparse=([1], [1.0]))
+    assert {p.payload["content"] for p in fused} == {"global one", "project one"}
+
+
+def test_get_with_vectors_and_datetime_range(store: Store) -> None:
+    early, late = point(ALICE, "early", 1, minutes=0), point(ALICE, "late", 2, minutes=60)
+    store.upsert(ALICE, [early, late])
+    got = store.get(ALICE, [early.id], with_vectors=True)[0]
+    assert got.dense is not None and np.allclose(got.dense, early.dense, atol=1e-5)
+    cut = datetime(2024, 1, 1, 0, 30, tzinfo=UTC)
+    found = store.find(ALICE, [Between("occurred_at", gt=cut)], 10)
+    assert [p.payload["content"] for p in found] == ["late"]
+
+
+def test_delete_where_returns_ids(store: Store) -> None:
+    a, b = point(ALICE, "t1 a", 1, thread_id="t1"), point(ALICE, "t2 b", 2, thread_id="t2")
+    store.upsert(ALICE, [a, b])
+    assert store.delete_where(ALICE, [Match("thread_id", "t1")]) == [a.id]
+    assert [p.id for p in store.find(ALICE, [], 10)] == [b.id]
+
+
+def test_keyset_pages_cover_everything_once(store: Store) -> None:
+    points = [point(ALICE, f"m{i}", i, minutes=i // 3, importance=1 + i % 10) for i in range(23)]
+    store.upsert(ALICE, points)
+    for sort in ("created_at", "importance", "updated_at"):
+        seen: list[str] = []
+        after = None
+        while True:
+            page, after = store.page(ALICE, [], 5, sort, after)
+            seen.extend(p.id for p in page)
+            if after is None:
+                break
+        assert sorted(seen) == sorted(p.id for p in points), sort
+        assert len(seen) == len(set(seen))
+    first, _ = store.page(ALICE, [], 3, "importance", None)
+    assert [p.payload["importance"] for p in first] == [10, 10, 9]
+
+
+def test_audit_trail_and_erasure(store: Store) -> None:
+    events = [
+        AuditEvent(memory_id="m1", tenant_id="t1", user_id="alice", event="ADD", after="secret",
+                   at=datetime(2024, 1, 1, tzinfo=UTC)),
+        AuditEvent(memory_id="m1", tenant_id="t1", user_id="alice", event="UPDATE",
+                   before="secret", after="secret 2", at=datetime(2024, 1, 2, tzinfo=UTC)),
+    ]
+    store.append_audit(events)
+    assert [e.event for e in store.audit_of(ALICE, "m1")] == ["ADD", "UPDATE"]
+    assert store.audit_of(MALLORY, "m1") == []
+    store.erase_audit_content(ALICE, ["m1"])
+    trail = store.audit_of(ALICE, "m1")
+    assert [(e.event, e.before, e.after) for e in trail] == [("ADD", None, None),
+                                                              ("UPDATE", None, None)]
+
+
+@pytest.mark.parametrize("kind", ["edge", "qdrant-client"])
+def test_reopen_keeps_data_and_refuses_another_model(kind: str, tmp_path: Path) -> None:
+    first = open_store(kind, tmp_path)
+    first.ensure_schema("test-model", DIM)
+    first.upsert(ALICE, [point(ALICE, "kept", 1)])
+    first.close()
+    again = open_store(kind, tmp_path)
+    again.ensure_schema("test-model", DIM)
+    assert [p.payload["content"] for p in again.find(ALICE, [], 10)] == ["kept"]
+    again.close()
+    other = open_store(kind, tmp_path)
+    with pytest.raises(EmbeddingModelMismatch) as err:
+        other.ensure_schema("other-model", 16)
+    assert "test-model" in err.value.message and "other-model" in err.value.message
+    other.close()

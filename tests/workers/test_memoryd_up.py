@@ -1,0 +1,104 @@
+"""`memoryd up` as a user runs it: starts its own Redis, prints how to connect, stops every
+child on Ctrl-C, and finds every memory again on the next start."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from shared.redis_runtime import free_port, redis_reachable
+
+
+def start(data_dir: Path, port: int, redis_port: int) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    env.update({"MEMORYD_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+                "MEMORYD_LOG_JSON": "true", "MEMORYD_LOG_LEVEL": "WARNING"})
+    return subprocess.Popen(
+        [sys.executable, "-m", "workers.cli", "up", "--port", str(port), "--data-dir",
+         str(data_dir)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+
+
+def wait_healthy(proc: subprocess.Popen[str], base: str, timeout_s: float = 90) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"memoryd up exited: {proc.stdout.read() if proc.stdout else ''}")
+        try:
+            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("memoryd up did not become ready")
+
+
+def interrupt(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=60)
+    # uvicorn re-raises SIGINT once it has shut down, so a Ctrl-C exit is the usual 130.
+    assert proc.returncode in (0, 130), output
+    assert "Traceback" not in output, output
+    return output
+
+
+def children_in(data_dir: Path) -> list[int]:
+    """Processes still running with the data dir on their command line (our Redis)."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if str(data_dir) in cmdline:
+                alive.append(int(entry.name))
+    return alive
+
+
+@pytest.fixture()
+def procs() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_up_stop_and_restart_keeps_memories(
+    tmp_path: Path, procs: list[subprocess.Popen[str]]
+) -> None:
+    port, redis_port = free_port(), free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = start(tmp_path, port, redis_port)
+    procs.append(proc)
+    wait_healthy(proc, base)
+    key = (tmp_path / "api-key").read_text().strip()
+    headers = {"Authorization": f"Bearer {key}"}
+    saved = httpx.post(f"{base}/v1/memories", params={"wait": 20}, headers=headers, timeout=30,
+                       json={"user_id": "ana", "content": "Ana's favourite tea is genmaicha"})
+    assert saved.status_code == 201, saved.text
+    output = interrupt(proc)
+    assert base in output and key in output and str(tmp_path) in output
+    redis_url = next(line.split("redis: ", 1)[1] for line in output.splitlines()
+                     if line.startswith("redis: "))
+    assert not redis_reachable(redis_url)
+    assert not children_in(tmp_path), "a child process outlived memoryd"
+
+    again = start(tmp_path, port, redis_port)
+    procs.append(again)
+    wait_healthy(again, base)
+    found = httpx.post(f"{base}/v1/search", headers=headers, timeout=30,
+                       json={"user_id": "ana", "query": "what tea does Ana like?"}).json()
+    assert found["results"][0]["memory"]["id"] == saved.json()["memory"]["id"]
+    interrupt(again)

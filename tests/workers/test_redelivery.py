@@ -1,0 +1,76 @@
+"""A task delivered twice, or retried after a failure before its write, makes one memory."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+from helpers import wait_job
+
+from shared.queue.names import QUEUE_OF, TaskName
+
+
+def count(api: httpx.Client, user: str) -> int:
+    return len(api.get("/v1/memories", params={"user_id": user}).json()["items"])
+
+
+def resend(stack: Any, job_id: str, command: dict[str, Any]) -> None:
+    """Publish the same message again, as the broker does after a lost ack."""
+    stack.runtime.celery.send_task(
+        TaskName.SAVE.value, kwargs={"command": command}, task_id=job_id,
+        queue=QUEUE_OF[TaskName.SAVE].value,
+    )
+
+
+def command_for(user: str, content: str) -> dict[str, Any]:
+    return {"tenant_id": "tenant-a", "user_id": user, "received_at": "2024-06-01T00:00:00Z",
+            "content": content, "type": "semantic", "scope": "global", "tags": [],
+            "importance": 5}
+
+
+def test_duplicate_delivery_makes_one_memory(stack: Any, api: httpx.Client, user: str) -> None:
+    job_id = f"job-dup-{user}"
+    command = command_for(user, "I run a small bakery called Crumb")
+    assert stack.runtime.jobs.create(job_id, "tenant-a", TaskName.SAVE.value, None)
+    resend(stack, job_id, command)
+    first = wait_job(api, job_id)
+    assert first["status"] == "succeeded" and first["result"]["outcome"] == "added"
+    # The worker crashed after writing but before recording success: the job looks unfinished
+    # and the broker delivers the message again.
+    stack.runtime.redis.hset(f"memoryd:job:{job_id}", "status", "running")
+    resend(stack, job_id, command)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        view = stack.runtime.jobs.peek(job_id)
+        if view.attempts >= 2 and view.status.value == "succeeded":
+            break
+        time.sleep(0.05)
+    again = wait_job(api, job_id)
+    assert again["attempts"] == 2
+    assert again["status"] == "succeeded"
+    assert again["result"]["outcome"] == "added"
+    assert again["result"]["memory"]["id"] == first["result"]["memory"]["id"]
+    assert count(api, user) == 1
+
+
+def test_retry_after_failure_before_write(stack: Any, api: httpx.Client, user: str) -> None:
+    # Another holder keeps the user's write lock: the task fails (transiently) before writing.
+    lock = stack.runtime.redis.lock(f"memoryd:lock:tenant-a:{user}", timeout=60)
+    assert lock.acquire(blocking=False)
+    job = api.post("/v1/memories", json={"user_id": user, "content": "I speak Portuguese"}).json()
+    deadline = time.monotonic() + 30
+    status = None
+    while time.monotonic() < deadline:
+        status = api.get(f"/v1/jobs/{job['job_id']}").json()
+        if status["status"] == "retrying":
+            break
+        time.sleep(0.05)
+    assert status is not None and status["status"] == "retrying", status
+    assert status["error"]["code"] == "lock_timeout"
+    assert count(api, user) == 0
+    lock.release()
+    done = wait_job(api, job["job_id"])
+    assert done["status"] == "succeeded", done
+    assert done["attempts"] >= 2
+    assert count(api, user) == 1

@@ -1,0 +1,100 @@
+"""The `memoryd` command: the embedded stack, and the server-mode processes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from shared.errors import AppError
+from shared.settings import Settings
+
+app = typer.Typer(help="memoryd: long-term memory for chat agents.", no_args_is_help=True)
+console = Console(stderr=False)
+
+
+def _settings(**overrides: object) -> Settings:
+    base = Settings()
+    return base.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+
+
+@app.command()
+def up(
+    host: Annotated[str | None, typer.Option(help="bind address (default 127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="HTTP port (default 8420)")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="where memories live")] = None,
+) -> None:
+    """Start the embedded stack: gateway, worker, embedded Qdrant and (if needed) Redis."""
+    from workers.stack import EmbeddedStack
+
+    settings = _settings(host=host, port=port, data_dir=data_dir)
+    stack = EmbeddedStack(settings)
+    try:
+        info = stack.prepare()
+    except AppError as exc:
+        stack.stop()
+        console.print(f"[red]memoryd could not start:[/red] {exc.message}")
+        raise typer.Exit(1) from exc
+    console.print(f"memoryd is up at [bold]{info.base_url}[/bold]")
+    console.print(f"API docs: {info.base_url}/docs")
+    if info.api_key:
+        console.print(f"API key (tenant 'default'): [bold]{info.api_key}[/bold]")
+    console.print(f"data directory: {info.data_dir}")
+    console.print(f"redis: {info.redis_url}")
+    console.print("Press Ctrl-C to stop.")
+    stack.serve_forever()
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="bind address")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HTTP port")] = 8420,
+) -> None:
+    """Server mode: the gateway alone (Qdrant server and workers run elsewhere)."""
+    import uvicorn
+
+    from api.app import create_app
+    from shared.auth import KeyRing
+    from shared.logs import configure_logging
+    from shared.runtime import get_runtime
+
+    settings = _settings()
+    configure_logging(settings.log_level, settings.log_json)
+    if settings.store_backend != "qdrant":
+        console.print(
+            "[red]memoryd serve needs MEMORYD_QDRANT_URL[/red]; use 'memoryd up' for one process"
+        )
+        raise typer.Exit(2)
+    runtime = get_runtime()
+    application = create_app(runtime, KeyRing.from_settings(settings, embedded=False))
+    uvicorn.run(application, host=host, port=port, log_config=None, access_log=False)
+
+
+@app.command()
+def worker(
+    concurrency: Annotated[int, typer.Option(help="worker processes")] = 2,
+    queues: Annotated[str, typer.Option(help="comma-separated queues")] = "memory,llm",
+    loglevel: Annotated[str, typer.Option(help="log level")] = "INFO",
+) -> None:
+    """Server mode: a Celery worker process (prefork pool)."""
+    from workers.process import run_worker
+
+    run_worker(concurrency=concurrency, queues=queues, loglevel=loglevel)
+
+
+@app.command()
+def beat(loglevel: Annotated[str, typer.Option(help="log level")] = "INFO") -> None:
+    """Server mode: Celery beat, for periodic maintenance tasks."""
+    from workers.process import run_beat
+
+    run_beat(loglevel=loglevel)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

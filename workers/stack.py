@@ -1,0 +1,103 @@
+"""The embedded stack: Redis (found or started), the store, a Celery worker and the gateway,
+all in one process, because an embedded Qdrant Edge shard opens in one process only."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import uvicorn
+
+from api.app import create_app
+from shared.auth import KeyRing, ensure_embedded_key
+from shared.logs import configure_logging, get_logger
+from shared.redis_runtime import RedisHandle, ensure_redis
+from shared.runtime import Runtime, set_runtime
+from shared.settings import Settings
+from workers.inprocess import InProcessWorker
+
+log = get_logger("memoryd.stack")
+
+
+@dataclass
+class StackInfo:
+    base_url: str
+    api_key: str | None
+    data_dir: str
+    redis_url: str
+
+
+class EmbeddedStack:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.redis: RedisHandle | None = None
+        self.runtime: Runtime | None = None
+        self.worker: InProcessWorker | None = None
+        self.server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def prepare(self) -> StackInfo:
+        """Everything but the HTTP server: Redis, store, worker."""
+        configure_logging(self.settings.log_level, self.settings.log_json)
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self.redis = ensure_redis(
+            self.settings.redis_url, self.settings.data_dir, start=self.settings.start_redis
+        )
+        settings = self.settings.model_copy(update={"redis_url": self.redis.url})
+        self.settings = settings
+        self.runtime = Runtime(settings)
+        set_runtime(self.runtime)
+        _ = self.runtime.store  # opens the shard and checks the embedding model now, not later
+        keyring = KeyRing.from_settings(settings, embedded=True)
+        self.worker = InProcessWorker(self.runtime.celery, settings.worker_concurrency)
+        self.worker.start()
+        app = create_app(self.runtime, keyring)
+        config = uvicorn.Config(
+            app, host=settings.host, port=settings.port, log_config=None, access_log=False,
+            timeout_graceful_shutdown=10,
+        )
+        self.server = uvicorn.Server(config)
+        key = None if settings.api_keys is not None else ensure_embedded_key(settings)
+        return StackInfo(
+            base_url=f"http://{settings.host}:{settings.port}",
+            api_key=key,
+            data_dir=str(settings.data_dir),
+            redis_url=settings.redis_url,
+        )
+
+    def serve_forever(self) -> None:
+        """Run the gateway in this thread until Ctrl-C / SIGTERM, then stop everything."""
+        assert self.server is not None
+        try:
+            self.server.run()
+        finally:
+            self.stop()
+
+    def start_in_background(self, timeout_s: float = 30.0) -> None:
+        assert self.server is not None
+        self._thread = threading.Thread(target=self.server.run, name="gateway", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self.server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the gateway did not start")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(15)
+            self._thread = None
+        if self.worker is not None:
+            self.worker.stop()
+            self.worker = None
+        if self.runtime is not None:
+            self.runtime.close()
+            set_runtime(None)
+            self.runtime = None
+        if self.redis is not None:
+            self.redis.stop()
+            self.redis = None
+        log.info("stack_stopped")

@@ -1,0 +1,36 @@
+"""Celery tasks: each one names its command and the `shared/` function that carries it out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.commands import DeleteCommand, ForgetCommand, IngestCommand, SaveCommand, UpdateCommand
+from shared.queue.celery_app import app
+from shared.queue.names import TaskName
+from shared.queue.task_base import MemoryTask
+from shared.writes import MemoryWriter
+
+
+@app.task(name=TaskName.INGEST.value, base=MemoryTask, bind=True)
+def ingest(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
+    return self.run_command(command, IngestCommand, MemoryWriter.ingest)
+
+
+@app.task(name=TaskName.SAVE.value, base=MemoryTask, bind=True)
+def save(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
+    return self.run_command(command, SaveCommand, MemoryWriter.save)
+
+
+@app.task(name=TaskName.UPDATE.value, base=MemoryTask, bind=True)
+def update(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
+    return self.run_command(command, UpdateCommand, MemoryWriter.update)
+
+
+@app.task(name=TaskName.DELETE.value, base=MemoryTask, bind=True)
+def delete(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
+    return self.run_command(command, DeleteCommand, MemoryWriter.delete)
+
+
+@app.task(name=TaskName.FORGET.value, base=MemoryTask, bind=True)
+def forget(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
+    return self.run_command(command, ForgetCommand, MemoryWriter.forget)
