@@ -38,12 +38,12 @@ def configure(app: Celery, settings: Settings) -> None:
 
 
 def create_app(settings: Settings) -> Celery:
-    app = Celery("memoryd")
+    app = Celery("memoryd", set_as_current=False)
     configure(app, settings)
-    # Retries are published through the current app; in a worker thread that would
-    # otherwise be Celery's unconfigured default app (an AMQP broker on localhost).
-    app.set_default()
     return app
 
 
 app = create_app(get_settings())
+# Retries are published through the current app; in a worker thread that would otherwise
+# be Celery's unconfigured default app (an AMQP broker on localhost).
+app.set_default()
