@@ -24,7 +24,8 @@ def test_worker_process_starts_and_answers_ping(redis_server: str) -> None:
         deadline = time.monotonic() + 60
         while not replies and time.monotonic() < deadline and proc.poll() is None:
             replies = app.control.ping(timeout=1.0) or []
-        assert replies, proc.stdout.read() if proc.poll() is not None and proc.stdout else "no reply"
+        exited = proc.poll() is not None
+        assert replies, proc.stdout.read() if exited and proc.stdout else "no reply"
         queues = app.control.inspect(timeout=2.0).active_queues() or {}
         names = {q["name"] for worker in queues.values() for q in worker}
         assert names == {"memory", "llm"}
