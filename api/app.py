@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
-from api.middleware import RequestIdMiddleware
+from api.middleware import BodyLimitMiddleware, RequestIdMiddleware
 from api.routers import health, interactions, jobs, memories, search
 from shared.auth import KeyRing
 from shared.runtime import Runtime
@@ -25,6 +25,7 @@ def create_app(runtime: Runtime, keyring: KeyRing) -> FastAPI:
     app = FastAPI(title="memoryd", version="0.1.0", description=DESCRIPTION)
     app.state.runtime = runtime
     app.state.keyring = keyring
+    app.add_middleware(BodyLimitMiddleware, max_bytes=runtime.settings.max_body_bytes)
     app.add_middleware(RequestIdMiddleware)
     install_error_handlers(app)
     for module in (interactions, memories, search, jobs, health):

@@ -57,6 +57,7 @@ class Settings(BaseSettings):
     user_lock_wait_s: float = Field(20.0, gt=0)
 
     # Input limits.
+    max_body_bytes: int = Field(1024 * 1024, ge=1024)
     max_message_bytes: int = Field(8192, ge=16)
     max_messages: int = Field(64, ge=1)
     max_content_chars: int = Field(8192, ge=16)

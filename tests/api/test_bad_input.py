@@ -106,3 +106,11 @@ def test_bad_patch_and_cursor(api: httpx.Client, user: str, stored: dict[str, An
     forget = api.delete("/v1/memories", params={"user_id": user})
     assert forget.status_code == 422 and error_of(forget)["field"] == "thread_id"
     assert_unchanged(api, user, stored)
+
+
+def test_oversized_body_is_413(api: httpx.Client, user: str, stored: dict[str, Any]) -> None:
+    huge = {"user_id": user, "messages": [message("y" * 8000)] * 200}
+    response = api.post("/v1/interactions", json=huge)
+    assert response.status_code == 413
+    assert error_of(response)["code"] == "payload_too_large"
+    assert_unchanged(api, user, stored)
