@@ -29,8 +29,10 @@ def configure(app: Celery, settings: Settings) -> None:
         task_routes={name.value: {"queue": queue.value} for name, queue in QUEUE_OF.items()},
         task_soft_time_limit=settings.task_soft_time_limit_s,
         task_time_limit=settings.task_time_limit_s,
-        worker_send_task_events=True,
-        task_send_sent_event=True,
+        # Task events cost three Redis publishes per task. Server-mode workers start with
+        # them on (-E); the embedded worker only when Flower asks (enable_events).
+        worker_send_task_events=False,
+        task_send_sent_event=False,
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,
         include=["workers.tasks"],

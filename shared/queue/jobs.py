@@ -15,11 +15,31 @@ from shared.schemas import JobView
 
 _FINAL = {JobStatus.SUCCEEDED.value, JobStatus.FAILED.value}
 
+# One round trip each, on the two hot paths (enqueue, and a task starting).
+_CREATE = """
+if redis.call('HSETNX', KEYS[1], 'tenant_id', ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'queued', 'attempts', 0, 'kind', ARGV[2],
+           'request_id', ARGV[3], 'created_at', ARGV[4], 'updated_at', ARGV[4])
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+return 1
+"""
+_BEGIN = """
+if redis.call('HGET', KEYS[1], 'status') == 'succeeded' then
+  return redis.call('HGET', KEYS[1], 'result') or '{}'
+end
+redis.call('HINCRBY', KEYS[1], 'attempts', 1)
+redis.call('HSET', KEYS[1], 'status', 'running', 'updated_at', ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return false
+"""
+
 
 class JobStore:
     def __init__(self, client: redis.Redis, ttl_s: int) -> None:
         self._r = client
         self._ttl = ttl_s
+        self._create = client.register_script(_CREATE)
+        self._begin = client.register_script(_BEGIN)
 
     @staticmethod
     def _key(job_id: str) -> str:
@@ -27,16 +47,9 @@ class JobStore:
 
     def create(self, job_id: str, tenant_id: str, kind: str, request_id: str | None) -> bool:
         """Claim the id; False when it already exists (the same idempotency key)."""
-        key = self._key(job_id)
         now = utcnow().isoformat()
-        if not self._r.hsetnx(key, "tenant_id", tenant_id):
-            return False
-        self._r.hset(key, mapping={
-            "status": JobStatus.QUEUED.value, "attempts": 0, "kind": kind,
-            "request_id": request_id or "", "created_at": now, "updated_at": now,
-        })
-        self._r.expire(key, self._ttl)
-        return True
+        args: list[str | int] = [tenant_id, kind, request_id or "", now, self._ttl]
+        return bool(self._create(keys=[self._key(job_id)], args=args))
 
     def discard(self, job_id: str) -> None:
         self._r.delete(self._key(job_id))
@@ -46,16 +59,18 @@ class JobStore:
 
     def _set(self, job_id: str, **fields: str) -> None:
         fields["updated_at"] = utcnow().isoformat()
-        self._r.hset(self._key(job_id), mapping=cast(Mapping[Any, Any], fields))
-        self._r.expire(self._key(job_id), self._ttl)
+        pipe = self._r.pipeline(transaction=False)
+        pipe.hset(self._key(job_id), mapping=cast(Mapping[Any, Any], fields))
+        pipe.expire(self._key(job_id), self._ttl)
+        pipe.execute()
 
-    def status(self, job_id: str) -> str | None:
-        value = self._r.hget(self._key(job_id), "status")
-        return value.decode() if isinstance(value, bytes) else value
-
-    def mark_running(self, job_id: str) -> None:
-        self._r.hincrby(self._key(job_id), "attempts", 1)
-        self._set(job_id, status=JobStatus.RUNNING.value)
+    def begin(self, job_id: str) -> dict[str, Any] | None:
+        """Mark a run started; a job that already succeeded returns its result instead."""
+        done = self._begin(keys=[self._key(job_id)], args=[utcnow().isoformat(), self._ttl])
+        if done is None:
+            return None
+        result: dict[str, Any] = json.loads(done)
+        return result
 
     def mark_retrying(self, job_id: str, error: dict[str, Any]) -> None:
         self._set(job_id, status=JobStatus.RETRYING.value, error=json.dumps(error))

@@ -15,7 +15,6 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from shared.commands import Command
 from shared.errors import AppError, TransientError
 from shared.logs import get_logger
-from shared.models import JobStatus
 from shared.runtime import get_runtime
 from shared.settings import get_settings
 from shared.writes import MemoryWriter
@@ -46,16 +45,6 @@ class MemoryTask(Task[Any, dict[str, Any]]):
     soft_time_limit = _settings.task_soft_time_limit_s
     time_limit = _settings.task_time_limit_s
 
-    def before_start(self, task_id: str, args: Any, kwargs: Any) -> None:
-        if get_runtime().jobs.status(task_id) != JobStatus.SUCCEEDED.value:
-            get_runtime().jobs.mark_running(task_id)
-
-    def earlier_result(self, job_id: str) -> dict[str, Any] | None:
-        """A redelivered message of a job that already succeeded does nothing again."""
-        view = get_runtime().jobs.peek(job_id)
-        if view is not None and view.status is JobStatus.SUCCEEDED:
-            return view.result or {}
-        return None
 
     def on_retry(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
@@ -79,7 +68,8 @@ class MemoryTask(Task[Any, dict[str, Any]]):
         action: Callable[[MemoryWriter, C, str], dict[str, Any]],
     ) -> dict[str, Any]:
         with self.context(command) as job_id:
-            done = self.earlier_result(job_id)
+            # A redelivered message of a job that already succeeded does nothing again.
+            done = get_runtime().jobs.begin(job_id)
             if done is not None:
                 return done
             return action(MemoryWriter(get_runtime()), model.model_validate(command), job_id)

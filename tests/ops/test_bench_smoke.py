@@ -1,0 +1,80 @@
+"""`ops/bench.py` end to end at a tiny size: real stack subprocesses, real HTTP, real report.
+
+The full-size figures take minutes; this only proves the command runs and reports every
+section with plausible numbers, so a broken bench is noticed before someone needs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCOMO = ROOT.parent / "shared" / "bench" / "locomo10.json"
+
+
+def _positive(section: dict[str, Any], *keys: str) -> None:
+    for key in keys:
+        value: Any = section
+        for part in key.split("."):
+            value = value[part]
+        assert isinstance(value, int | float) and value > 0, f"{key} = {value!r}"
+
+
+def test_bench_runs_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
+    assert LOCOMO.is_file(), (
+        f"LoCoMo bench data missing at {LOCOMO}: the bench reads ../shared/bench/locomo10.json "
+        "beside the checkout (see ../shared/bench/README.md)"
+    )
+    out = tmp_path / "bench.json"
+    cmd = [
+        sys.executable, str(ROOT / "ops" / "bench.py"),
+        "--embedder", "e5-small", "--sizes", "200", "--per-user", "100",
+        "--enqueue-n", "20", "--ingest-n", "20", "--search-n", "20", "--concurrent-n", "24",
+        "--clients", "4", "--probe-n", "20", "--pool-limit", "150",
+        "--locomo", str(LOCOMO), "--out", str(out),
+        "--cache-dir", str(tmp_path / "cache"), "--work-dir", str(tmp_path / "work"),
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    proc = subprocess.run(
+        cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240
+    )
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+    assert "enqueue: POST /v1/interactions" in proc.stdout  # the table was printed
+
+    report: dict[str, Any] = json.loads(out.read_text())
+    assert "error" not in report
+    meta = report["meta"]
+    assert meta["embedder"] == "e5-small" and meta["date"]
+    _positive(meta, "machine.nproc")
+    assert meta["machine"]["cpu_model"]
+
+    enqueue = report["enqueue"]
+    assert enqueue["requests"] == 20 and enqueue["jobs_failed"] == 0
+    _positive(enqueue, "latency.p50_ms", "latency.p99_ms", "latency.mean_ms")
+
+    ingest = report["ingest"]
+    assert ingest["interactions"] == 20 and ingest["memories_written"] == 20
+    _positive(ingest, "seconds", "memories_per_s")
+
+    search = report["search"]
+    _positive(search, "embedder_bound.single_query.mean_ms",
+              "embedder_bound.parallel_queries_per_s", "embedder_bound.bound_queries_per_s")
+    [size] = search["sizes"]
+    assert (size["memories"], size["users"]) == (200, 2)
+    assert size["fill"]["points"] == 200 and "bulk" in size["fill"]["method"]
+    for run, count in (("one_client", 20), ("concurrent", 24)):
+        assert size[run]["searches"] == count and size[run]["errors"] == 0, size[run]
+        assert size[run]["results_mean"] == 10  # top_k 10 out of 100 memories per user
+        _positive(size[run], "latency.p50_ms", "latency.p99_ms", "latency.mean_ms")
+    _positive(size, "concurrent.throughput_req_per_s", "concurrent.share_of_embedder_bound")
+
+    _positive(report, "gateway_rss.vmhwm_mib")
+    assert report["gateway_rss"]["after_search_at"] == 200
+    assert set(report["goals"]) == {"enqueue_p50_ms", "ingest_memories_per_s"}
+    # The temporary data dirs are removed; the stacks (and their Redis) were stopped.
+    assert not any((tmp_path / "work").iterdir())
