@@ -1,0 +1,63 @@
+"""With Redis or the store down, the gateway answers 503 with a code that says which."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from api.app import create_app
+from shared.auth import KeyRing
+from shared.redis_runtime import free_port
+from shared.runtime import Runtime
+from shared.settings import Settings
+
+
+@pytest.fixture()
+def broken_gateway(tmp_path: Path) -> Iterator[str]:
+    dead = free_port()  # nothing listens here
+    settings = Settings(
+        data_dir=tmp_path, redis_url=f"redis://127.0.0.1:{dead}/0",
+        qdrant_url=f"http://127.0.0.1:{dead}", api_keys="k=tenant", redis_timeout_s=0.5,
+        qdrant_timeout_s=1.0,
+    )
+    runtime = Runtime(settings)
+    server = uvicorn.Server(uvicorn.Config(
+        create_app(runtime, KeyRing.from_settings(settings, embedded=False)),
+        host="127.0.0.1", port=free_port(), log_config=None,
+    ))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        runtime.close()
+
+
+def test_readyz_names_what_is_down(broken_gateway: str) -> None:
+    ready = httpx.get(f"{broken_gateway}/readyz", timeout=10)
+    assert ready.status_code == 503
+    checks = ready.json()["checks"]
+    assert checks["redis"].startswith("unreachable") and checks["store"].startswith("unreachable")
+    assert httpx.get(f"{broken_gateway}/healthz").status_code == 200
+
+
+def test_writes_and_reads_fail_with_clear_codes(broken_gateway: str) -> None:
+    headers = {"Authorization": "Bearer k"}
+    enqueue = httpx.post(f"{broken_gateway}/v1/interactions", headers=headers, timeout=10, json={
+        "user_id": "u", "messages": [{"role": "user", "content": "I like tea"}]})
+    assert enqueue.status_code == 503
+    assert enqueue.json()["error"]["code"] == "queue_unavailable"
+    search = httpx.post(f"{broken_gateway}/v1/search", headers=headers, timeout=10,
+                        json={"user_id": "u", "query": "tea"})
+    assert search.status_code == 503
+    assert search.json()["error"]["code"] == "store_unavailable"
