@@ -61,10 +61,25 @@ def token_id(token: str) -> int:
     return zlib.crc32(token.encode("utf-8")) & 0x7FFFFFFF
 
 
+# BM25's document side, computed at write time with a fixed average length (memories
+# are short and similar in length); Qdrant's IDF modifier supplies the other half.
+BM25_K1 = 1.2
+BM25_B = 0.75
+BM25_AVG_LEN = 12.0
+
+
 def keyword_vector(text: str) -> tuple[list[int], list[float]] | None:
-    """Term counts as a sparse vector; None when the text has no keyword at all."""
-    counts = Counter(token_id(t) for t in tokenize(text))
+    """A document's BM25 term weights; None when the text has no keyword at all."""
+    tokens = tokenize(text)
+    counts = Counter(token_id(t) for t in tokens)
     if not counts:
         return None
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * len(tokens) / BM25_AVG_LEN)
     indices = sorted(counts)
-    return indices, [float(counts[i]) for i in indices]
+    return indices, [counts[i] * (BM25_K1 + 1) / (counts[i] + norm) for i in indices]
+
+
+def query_keyword_vector(text: str) -> tuple[list[int], list[float]] | None:
+    """A query's terms, each once: the score is then the sum of matched terms' BM25 × IDF."""
+    ids = sorted({token_id(t) for t in tokenize(text)})
+    return (ids, [1.0] * len(ids)) if ids else None

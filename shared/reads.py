@@ -8,11 +8,21 @@ import json
 import time
 import uuid
 
+from shared import scoring
 from shared.errors import InvalidInput, NotFound
-from shared.models import MemoryRecord, MemoryType, Owner, Scope
+from shared.keywords import query_keyword_vector
+from shared.models import MemoryRecord, MemoryType, Owner, Scope, utcnow
 from shared.runtime import Runtime
-from shared.schemas import MemoryPage, MemoryView, SearchHit, SearchRequest, SearchResponse
-from shared.store.conditions import AllOf, AnyOf, Condition, Match, OneOf
+from shared.schemas import (
+    MemoryPage,
+    MemoryView,
+    SearchHit,
+    SearchMode,
+    SearchRequest,
+    SearchResponse,
+)
+from shared.store import DENSE, SPARSE, VectorQuery
+from shared.store.conditions import AllOf, AnyOf, Between, Condition, Match, OneOf
 
 
 def visibility(scope: Scope | None, project: str | None) -> list[Condition]:
@@ -25,22 +35,52 @@ def visibility(scope: Scope | None, project: str | None) -> list[Condition]:
     return [OneOf((Match("scope", Scope.GLOBAL.value), project_cond))]
 
 
-def search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
-    started = time.perf_counter()
+def search_conditions(req: SearchRequest) -> list[Condition]:
     conds: list[Condition] = [*visibility(req.scope, req.project), Match("state", "active")]
     if req.types:
         conds.append(AnyOf("type", tuple(t.value for t in req.types)))
     if req.tags:
         conds.append(AnyOf("tags", tuple(req.tags)))
-    vector = rt.query_embedder.embed_query(req.query)
-    points = rt.store.search(
-        owner, vector.tolist(), conds, limit=req.top_k, score_threshold=req.min_score
-    )
+    if req.categories:
+        conds.append(AnyOf("category", tuple(req.categories)))
+    if req.min_importance is not None:
+        conds.append(Between("importance", gte=float(req.min_importance)))
+    if req.occurred_after is not None or req.occurred_before is not None:
+        conds.append(Between("occurred_at", gte=req.occurred_after, lt=req.occurred_before))
+    return conds
+
+
+def search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
+    started = time.perf_counter()
+    weights = rt.search_weights
+    queries: list[VectorQuery] = []
+    if req.mode is not SearchMode.KEYWORD:
+        queries.append(VectorQuery(DENSE, rt.query_embedder.embed_query(req.query).tolist()))
+    keywords = query_keyword_vector(req.query) if req.mode is not SearchMode.DENSE else None
+    if keywords is not None:
+        queries.append(VectorQuery(SPARSE, keywords))
+    # Fusion and rescoring reorder, so each list goes deeper than the page asked for.
+    depth = max(req.top_k * 4, 40)
+    lists = rt.store.search_many(owner, search_conditions(req), queries, depth)
+    dense_hits = lists[0] if req.mode is not SearchMode.KEYWORD else []
+    keyword_hits = lists[-1] if keywords is not None else []
+    as_of = req.as_of or utcnow()
+    scored = []
+    for cand in scoring.merge(dense_hits, keyword_hits):
+        record = MemoryRecord.from_payload(cand.point.id, cand.point.payload)
+        rel = scoring.relevance(cand, req.mode, rt.embedder.name, weights)
+        parts = scoring.boosts(record, as_of, weights)
+        final = scoring.final_score(rel, parts, weights)
+        if req.min_score is not None and final < req.min_score:
+            continue
+        scored.append((final, record, cand, rel, parts))
+    scored.sort(key=lambda item: item[0], reverse=True)
     hits = [
-        SearchHit(memory=MemoryView.of(MemoryRecord.from_payload(p.id, p.payload)),
-                  score=round(p.score, 6))
-        for p in points
-        if req.min_score is None or p.score >= req.min_score
+        SearchHit(
+            memory=MemoryView.of(record), score=round(final, 6), label=scoring.label(final),
+            explanation=scoring.explanation(cand, rel, parts, final) if req.explain else None,
+        )
+        for final, record, cand, rel, parts in scored[: req.top_k]
     ]
     return SearchResponse(results=hits, took_ms=round((time.perf_counter() - started) * 1000, 3))
 

@@ -14,6 +14,7 @@ from celery import Celery
 
 from shared.embeddings import CachedQueryEmbedder, Embedder, make_embedder
 from shared.queue.jobs import JobStore
+from shared.scoring import Weights
 from shared.settings import Settings, get_settings
 from shared.store import Store, make_store
 
@@ -44,6 +45,16 @@ class Runtime:
     @cached_property
     def query_embedder(self) -> Embedder:
         return CachedQueryEmbedder(self.embedder, self.settings.query_cache_size)
+
+    @cached_property
+    def search_weights(self) -> Weights:
+        s = self.settings
+        return Weights(
+            dense=s.search_dense_weight, keyword_half=s.search_keyword_half,
+            recency=s.search_recency_weight, importance=s.search_importance_weight,
+            access=s.search_access_weight, half_life_days=s.search_half_life_days,
+            rrf_k=s.search_rrf_k, fusion=s.search_fusion,
+        )
 
     @property
     def store(self) -> Store:

@@ -7,6 +7,7 @@ checked in `shared.limits`, so the error names the field either way.
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
@@ -99,15 +100,28 @@ class SaveRequest(Scoped):
     metadata: dict[str, Any] | None = None
 
 
+class SearchMode(StrEnum):
+    DENSE = "dense"
+    KEYWORD = "keyword"
+    HYBRID = "hybrid"
+
+
 class SearchRequest(Scoped):
     for_write: ClassVar[bool] = False
 
     user_id: Identifier
     query: Text
     top_k: int = Field(5, ge=1, le=100)
-    min_score: float | None = Field(None, ge=0, le=1)
+    min_score: float | None = Field(None, ge=0, le=1, description="on the calibrated score")
+    mode: SearchMode = SearchMode.HYBRID
     types: list[MemoryType] | None = None
     tags: list[Tag] | None = None
+    categories: list[Tag] | None = None
+    min_importance: int | None = Field(None, ge=1, le=10)
+    occurred_after: UtcDatetime | None = None
+    occurred_before: UtcDatetime | None = None
+    as_of: UtcDatetime | None = Field(None, description="'now' for recency (default: now)")
+    explain: bool = False
 
 
 class UpdateRequest(Strict):
@@ -150,9 +164,25 @@ class MemoryView(BaseModel):
         return cls.model_validate(record.model_dump(include=set(cls.model_fields)))
 
 
+class ScoreExplanation(BaseModel):
+    """Each part of a hit's score; `final` is what `score` reports."""
+
+    dense: float | None = None
+    dense_rank: int | None = None
+    keyword: float | None = None
+    keyword_rank: int | None = None
+    relevance: float
+    recency: float
+    importance: float
+    access: float
+    final: float
+
+
 class SearchHit(BaseModel):
     memory: MemoryView
-    score: float
+    score: float = Field(description="calibrated to [0, 1]")
+    label: str = Field(description="high (>= 0.7), relevant (>= 0.5) or reference")
+    explanation: ScoreExplanation | None = None
 
 
 class SearchResponse(BaseModel):

@@ -49,6 +49,16 @@ class Settings(BaseSettings):
     embed_batch_size: int = Field(32, ge=1, le=2048)
     query_cache_size: int = Field(1024, ge=0)
 
+    # Retrieval: fusion of dense and keyword relevance, then boosts (see shared/scoring.py).
+    search_fusion: Literal["linear", "rrf"] = "linear"
+    search_dense_weight: float = Field(0.6, ge=0, le=1)
+    search_keyword_half: float = Field(6.0, gt=0)
+    search_rrf_k: int = Field(60, ge=1)
+    search_recency_weight: float = Field(0.1, ge=0)
+    search_importance_weight: float = Field(0.1, ge=0)
+    search_access_weight: float = Field(0.05, ge=0)
+    search_half_life_days: float = Field(30.0, gt=0)
+
     # Write policy.
     # Cosine at or above which a new memory is a semantic duplicate. Unset: the embedder's
     # own default (e5-small's cosines run high, so it needs a higher bar; see writes.py).

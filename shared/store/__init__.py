@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from shared.settings import Settings
-from shared.store.base import PointData, Store, StoredPoint
+from shared.store.base import DENSE, SPARSE, PointData, Store, StoredPoint, VectorQuery
 
 
 def make_store(settings: Settings) -> Store:
@@ -22,4 +22,6 @@ def make_store(settings: Settings) -> Store:
     return EdgeStore(settings.edge_path, settings.collection)
 
 
-__all__ = ["PointData", "Store", "StoredPoint", "make_store"]
+__all__ = [
+    "DENSE", "SPARSE", "PointData", "Store", "StoredPoint", "VectorQuery", "make_store",
+]

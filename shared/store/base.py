@@ -50,6 +50,14 @@ class PointData:
     sparse: tuple[list[int], list[float]] | None = None
 
 
+@dataclass(frozen=True)
+class VectorQuery:
+    """A query on one named vector: `DENSE` (a list) or `SPARSE` (indices, values)."""
+
+    using: str
+    vector: list[float] | tuple[list[int], list[float]]
+
+
 @dataclass
 class StoredPoint:
     id: str
@@ -105,10 +113,26 @@ class Store(ABC):
         dense: list[float],
         conditions: Sequence[Condition],
         limit: int,
-        sparse: tuple[list[int], list[float]] | None = None,
         score_threshold: float | None = None,
     ) -> list[StoredPoint]:
-        return self._search(scoped(owner, conditions), dense, sparse, limit, score_threshold)
+        """Nearest points by the dense vector alone (dedup, and the dense retrieval mode)."""
+        [hits] = self._search_batch(
+            scoped(owner, conditions), [VectorQuery(DENSE, dense)], limit, score_threshold
+        )
+        return hits
+
+    def search_many(
+        self, owner: Owner, conditions: Sequence[Condition], queries: Sequence[VectorQuery],
+        limit: int,
+    ) -> list[list[StoredPoint]]:
+        """One store call, one ranked list per query (dense, keywords), same filter.
+
+        The lists are fused by the caller rather than inside Qdrant, so that every
+        component of a score stays known (explanations, calibration).
+        """
+        if not queries:
+            return []
+        return self._search_batch(scoped(owner, conditions), queries, limit, None)
 
     def count(self, owner: Owner, conditions: Sequence[Condition] = ()) -> int:
         return self._count(scoped(owner, conditions))
@@ -222,10 +246,10 @@ class Store(ABC):
     ) -> tuple[list[StoredPoint], str | None]: ...
 
     @abstractmethod
-    def _search(
-        self, cond: AllOf, dense: list[float], sparse: tuple[list[int], list[float]] | None,
-        limit: int, score_threshold: float | None,
-    ) -> list[StoredPoint]: ...
+    def _search_batch(
+        self, cond: AllOf, queries: Sequence[VectorQuery], limit: int,
+        score_threshold: float | None,
+    ) -> list[list[StoredPoint]]: ...
 
     @abstractmethod
     def _count(self, cond: AllOf) -> int: ...

@@ -23,6 +23,7 @@ from shared.store.base import (
     PointData,
     Store,
     StoredPoint,
+    VectorQuery,
     audit_payload,
     audit_point_id,
 )
@@ -74,6 +75,12 @@ def _translate(cond: Condition) -> Any:
     if isinstance(cond, NoneOf):
         return qm.Filter(must_not=[_translate(c) for c in cond.conditions])
     raise TypeError(f"unknown condition {cond!r}")
+
+
+def _vector(query: VectorQuery) -> Any:
+    if isinstance(query.vector, tuple):
+        return qm.SparseVector(indices=query.vector[0], values=query.vector[1])
+    return query.vector
 
 
 def _filter(cond: AllOf) -> qm.Filter:
@@ -206,31 +213,20 @@ class QdrantClientStore(Store):
             dense = list(record.vector[DENSE])
         return StoredPoint(str(record.id), dict(record.payload or {}), score, dense)
 
-    def _search(
-        self, cond: AllOf, dense: list[float], sparse: tuple[list[int], list[float]] | None,
-        limit: int, score_threshold: float | None,
-    ) -> list[StoredPoint]:
+    def _search_batch(
+        self, cond: AllOf, queries: Sequence[VectorQuery], limit: int,
+        score_threshold: float | None,
+    ) -> list[list[StoredPoint]]:
         flt = _filter(cond)
-        if sparse is not None and sparse[0]:
-            depth = max(limit * 4, 40)
-            result = self._call(lambda: self._client.query_points(
-                self.collection,
-                prefetch=[
-                    qm.Prefetch(query=dense, using=DENSE, filter=flt, limit=depth),
-                    qm.Prefetch(
-                        query=qm.SparseVector(indices=sparse[0], values=sparse[1]),
-                        using=SPARSE, filter=flt, limit=depth,
-                    ),
-                ],
-                query=qm.FusionQuery(fusion=qm.Fusion.RRF),
-                limit=limit, with_payload=True,
-            ))
-        else:
-            result = self._call(lambda: self._client.query_points(
-                self.collection, query=dense, using=DENSE, query_filter=flt, limit=limit,
-                with_payload=True, score_threshold=score_threshold,
-            ))
-        return [self._point(p, p.score) for p in result.points]
+        requests = [
+            qm.QueryRequest(
+                query=_vector(q), using=q.using, filter=flt, limit=limit, with_payload=True,
+                score_threshold=score_threshold,
+            )
+            for q in queries
+        ]
+        results = self._call(lambda: self._client.query_batch_points(self.collection, requests))
+        return [[self._point(p, p.score) for p in r.points] for r in results]
 
     def _count(self, cond: AllOf) -> int:
         return self._call(lambda: self._client.count(

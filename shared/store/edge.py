@@ -21,6 +21,7 @@ from shared.store.base import (
     PointData,
     Store,
     StoredPoint,
+    VectorQuery,
     audit_payload,
     audit_point_id,
 )
@@ -74,6 +75,12 @@ def _translate(cond: Condition) -> Any:
     if isinstance(cond, NoneOf):
         return qe.Filter(must_not=[_translate(c) for c in cond.conditions])
     raise TypeError(f"unknown condition {cond!r}")
+
+
+def _vector(query: VectorQuery) -> Any:
+    if isinstance(query.vector, tuple):
+        return qe.SparseVector(query.vector[0], query.vector[1])
+    return query.vector
 
 
 def _filter(cond: AllOf) -> qe.Filter:
@@ -206,33 +213,20 @@ class EdgeStore(Store):
             dense = list(record.vector[DENSE])
         return StoredPoint(str(record.id), dict(record.payload or {}), score, dense)
 
-    def _search(
-        self, cond: AllOf, dense: list[float], sparse: tuple[list[int], list[float]] | None,
-        limit: int, score_threshold: float | None,
-    ) -> list[StoredPoint]:
+    def _search_batch(
+        self, cond: AllOf, queries: Sequence[VectorQuery], limit: int,
+        score_threshold: float | None,
+    ) -> list[list[StoredPoint]]:
         flt = _filter(cond)
-        dense_query = qe.Query.Nearest(dense, using=DENSE)
-        if sparse is not None and sparse[0]:
-            depth = max(limit * 4, 40)
-            request = qe.QueryRequest(
-                limit=limit,
-                prefetches=[
-                    qe.Prefetch(limit=depth, query=dense_query, filter=flt),
-                    qe.Prefetch(
-                        limit=depth,
-                        query=qe.Query.Nearest(qe.SparseVector(*sparse), using=SPARSE),
-                        filter=flt,
-                    ),
-                ],
-                query=qe.Fusion.Rrf(k=60),  # type: ignore[arg-type]  # stub lists Fusion, not Rrf
-                with_payload=True,
+        requests = [
+            qe.QueryRequest(
+                limit=limit, query=qe.Query.Nearest(_vector(q), using=q.using), filter=flt,
+                with_payload=True, score_threshold=score_threshold,
             )
-        else:
-            request = qe.QueryRequest(
-                limit=limit, query=dense_query, filter=flt, with_payload=True,
-                score_threshold=score_threshold,
-            )
-        return [self._point(r, r.score) for r in self._shard.query(request)]
+            for q in queries
+        ]
+        results = self._shard.query_batch(qe.QueryBatchRequest(requests))
+        return [[self._point(r, r.score) for r in hits] for hits in results]
 
     def _count(self, cond: AllOf) -> int:
         return self._shard.count(qe.CountRequest(exact=True, filter=_filter(cond)))

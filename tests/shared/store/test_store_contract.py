@@ -12,7 +12,7 @@ import pytest
 
 from shared.errors import EmbeddingModelMismatch
 from shared.models import AuditEvent, MemoryRecord, Owner, Scope
-from shared.store import PointData, Store
+from shared.store import DENSE, SPARSE, PointData, Store, VectorQuery
 from shared.store.client import QdrantClientStore
 from shared.store.conditions import Between, Match
 from shared.store.edge import EdgeStore
@@ -90,8 +90,11 @@ def test_search_filters_threshold_and_hybrid(store: Store) -> None:
     assert store.search(ALICE, vec(1), [], 10, score_threshold=0.999)[0].payload["content"] == (
         "global one"
     )
-    fused = store.search(ALICE, vec(1), [], 10, sparse=([1], [1.0]))
-    assert {p.payload["content"] for p in fused} == {"global one", "project one"}
+    dense, keywords = store.search_many(
+        ALICE, [], [VectorQuery(DENSE, vec(1)), VectorQuery(SPARSE, ([1], [1.0]))], 10
+    )
+    assert dense[0].payload["content"] == "global one"
+    assert {p.payload["content"] for p in keywords} == {"global one", "project one"}
 
 
 def test_get_with_vectors_and_datetime_range(store: Store) -> None:
