@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.commands import DeleteCommand, ForgetCommand, IngestCommand, SaveCommand, UpdateCommand
+from shared.commands import (
+    DeleteCommand,
+    ForgetCommand,
+    IngestCommand,
+    SaveCommand,
+    TouchCommand,
+    UpdateCommand,
+)
 from shared.queue.celery_app import app
 from shared.queue.names import TaskName
 from shared.queue.task_base import MemoryTask
@@ -34,3 +41,8 @@ def delete(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
 @app.task(name=TaskName.FORGET.value, base=MemoryTask, bind=True)
 def forget(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
     return self.run_command(command, ForgetCommand, MemoryWriter.forget)
+
+
+@app.task(name=TaskName.TOUCH.value, base=MemoryTask, bind=True, tracks_job=False)
+def touch(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
+    return self.run_command(command, TouchCommand, MemoryWriter.touch)

@@ -16,6 +16,7 @@ class TaskName(StrEnum):
     UPDATE = "memory.update"
     DELETE = "memory.delete"
     FORGET = "memory.forget"
+    TOUCH = "memory.touch"  # access statistics after a search
 
 
 QUEUE_OF: dict[TaskName, QueueName] = {
@@ -24,4 +25,5 @@ QUEUE_OF: dict[TaskName, QueueName] = {
     TaskName.UPDATE: QueueName.MEMORY,
     TaskName.DELETE: QueueName.MEMORY,
     TaskName.FORGET: QueueName.MEMORY,
+    TaskName.TOUCH: QueueName.MEMORY,
 }

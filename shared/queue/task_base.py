@@ -44,22 +44,26 @@ class MemoryTask(Task[Any, dict[str, Any]]):
     max_retries = _settings.task_max_retries
     soft_time_limit = _settings.task_soft_time_limit_s
     time_limit = _settings.task_time_limit_s
-
+    # Bookkeeping tasks (access statistics) have no job a caller could ask about.
+    tracks_job = True
 
     def on_retry(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
     ) -> None:
         log.warning("task_retrying", error=str(exc))
-        get_runtime().jobs.mark_retrying(task_id, error_body(exc))
+        if self.tracks_job:
+            get_runtime().jobs.mark_retrying(task_id, error_body(exc))
 
     def on_success(self, retval: Any, task_id: str, args: Any, kwargs: Any) -> None:
-        get_runtime().jobs.mark_succeeded(task_id, retval if isinstance(retval, dict) else {})
+        if self.tracks_job:
+            get_runtime().jobs.mark_succeeded(task_id, retval if isinstance(retval, dict) else {})
 
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
     ) -> None:
         log.error("task_failed", error=str(exc), exc_info=not isinstance(exc, AppError))
-        get_runtime().jobs.mark_failed(task_id, error_body(exc))
+        if self.tracks_job:
+            get_runtime().jobs.mark_failed(task_id, error_body(exc))
 
     def run_command(
         self,
@@ -69,7 +73,7 @@ class MemoryTask(Task[Any, dict[str, Any]]):
     ) -> dict[str, Any]:
         with self.context(command) as job_id:
             # A redelivered message of a job that already succeeded does nothing again.
-            done = get_runtime().jobs.begin(job_id)
+            done = get_runtime().jobs.begin(job_id) if self.tracks_job else None
             if done is not None:
                 return done
             return action(MemoryWriter(get_runtime()), model.model_validate(command), job_id)
