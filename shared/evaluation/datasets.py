@@ -1,0 +1,294 @@
+"""LoCoMo and MADial-Bench: loading, and the retrieval protocol of `../shared/bench/README.md`.
+
+Pure functions only (no I/O beyond reading the files), so every protocol rule is testable
+on its own. The protocol is followed to the letter so numbers compare with other systems.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# Categories 1-4 are scored; 5 (adversarial) has no answer and is left out by the protocol.
+LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+
+_SESSION_KEY = re.compile(r"^session_(\d+)$")
+_DATE = re.compile(
+    r"^\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([a-z]+),?\s+(\d{4})\s*$", re.IGNORECASE
+)
+# Parsed by hand rather than with strptime's %B, which follows the process locale.
+_MONTHS = {
+    name: i + 1
+    for i, name in enumerate(
+        ["january", "february", "march", "april", "may", "june", "july", "august",
+         "september", "october", "november", "december"]
+    )
+}
+_DIA_ID = re.compile(r"^D:?(\d+):(\d+)$")
+_EVIDENCE_SPLIT = re.compile(r"[;\s]+")
+
+
+@dataclass(frozen=True)
+class Turn:
+    dia_id: str
+    content: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Session:
+    number: int
+    turns: tuple[Turn, ...]
+
+
+@dataclass(frozen=True)
+class Conversation:
+    sample_id: str
+    sessions: tuple[Session, ...]
+
+    def dia_ids(self) -> set[str]:
+        return {t.dia_id for s in self.sessions for t in s.turns}
+
+    def turn_count(self) -> int:
+        return sum(len(s.turns) for s in self.sessions)
+
+
+@dataclass(frozen=True)
+class Question:
+    """One scored query: its user, the text searched, the ids that count as found."""
+
+    qid: str
+    user_id: str
+    query: str
+    category: str
+    relevant: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class QuestionSet:
+    questions: list[Question]
+    skipped_no_evidence: int  # questions with no id that resolves
+    unresolved_ids: list[str]  # evidence ids that resolve to no turn (annotation errors)
+    ignored_category: int  # category 5 and anything else outside 1-4
+
+
+def parse_session_date(text: str) -> datetime:
+    """'1:56 pm on 8 May, 2023' → 2023-05-08T13:56:00Z (the data gives no zone: UTC)."""
+    match = _DATE.match(text)
+    if match is None:
+        raise ValueError(f"not a LoCoMo session date: {text!r}")
+    hour, minute, ampm, day, month_name, year = match.groups()
+    month = _MONTHS.get(month_name.lower())
+    if month is None:
+        raise ValueError(f"unknown month in {text!r}")
+    hour_24 = int(hour) % 12 + (12 if ampm.lower() == "pm" else 0)
+    return datetime(int(year), month, int(day), hour_24, int(minute), tzinfo=UTC)
+
+
+def turn_content(turn: dict[str, Any]) -> str:
+    content = f"{turn['speaker']}: {turn['text']}"
+    caption = turn.get("blip_caption")
+    if caption:
+        content += f" [image: {caption}]"
+    return content
+
+
+def normalize_dia_id(token: str) -> str:
+    """'D:11:26' → 'D11:26', 'D30:05' → 'D30:5'; anything else is returned unchanged."""
+    match = _DIA_ID.match(token)
+    if match is None:
+        return token
+    return f"D{int(match.group(1))}:{int(match.group(2))}"
+
+
+def parse_evidence(evidence: Sequence[str]) -> list[str]:
+    """Each entry may hold several ids separated by ';' or spaces; order kept, repeats dropped."""
+    ids: list[str] = []
+    for entry in evidence:
+        for token in _EVIDENCE_SPLIT.split(str(entry)):
+            if token:
+                ids.append(normalize_dia_id(token))
+    return list(dict.fromkeys(ids))
+
+
+def _session_numbers(conversation: dict[str, Any]) -> list[int]:
+    # The session_N keys, not the date keys: conv-26 has more dates than sessions.
+    found = (_SESSION_KEY.match(key) for key in conversation)
+    return sorted(int(m.group(1)) for m in found if m is not None)
+
+
+def parse_conversation(sample: dict[str, Any]) -> Conversation:
+    raw = sample["conversation"]
+    sessions = []
+    for number in _session_numbers(raw):
+        start = parse_session_date(raw[f"session_{number}_date_time"])
+        # One second per turn keeps the turns of a session in order on the time axis.
+        turns = tuple(
+            Turn(str(t["dia_id"]), turn_content(t), start + timedelta(seconds=i))
+            for i, t in enumerate(raw[f"session_{number}"])
+        )
+        sessions.append(Session(number, turns))
+    return Conversation(str(sample["sample_id"]), tuple(sessions))
+
+
+def locomo_questions(samples: Sequence[dict[str, Any]], known: dict[str, set[str]]) -> QuestionSet:
+    """Categories 1-4, evidence resolved against `known[sample_id]` (the turns' dia_ids)."""
+    questions: list[Question] = []
+    skipped = ignored = 0
+    unresolved: list[str] = []
+    for sample in samples:
+        sample_id = str(sample["sample_id"])
+        for index, qa in enumerate(sample["qa"]):
+            category = int(qa["category"])
+            if category not in LOCOMO_CATEGORIES:
+                ignored += 1
+                continue
+            ids = parse_evidence(qa.get("evidence") or [])
+            resolved = tuple(i for i in ids if i in known[sample_id])
+            unresolved += [f"{sample_id}/{i}" for i in ids if i not in known[sample_id]]
+            if not resolved:
+                skipped += 1
+                continue
+            questions.append(Question(
+                qid=f"{sample_id}/q{index}", user_id=sample_id, query=str(qa["question"]),
+                category=LOCOMO_CATEGORIES[category], relevant=resolved,
+            ))
+    return QuestionSet(questions, skipped, unresolved, ignored)
+
+
+def load_locomo(
+    path: Path, limit_conversations: int | None = None
+) -> tuple[list[Conversation], QuestionSet]:
+    samples: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))
+    if limit_conversations is not None:
+        samples = samples[:limit_conversations]
+    conversations = [parse_conversation(s) for s in samples]
+    known = {c.sample_id: c.dia_ids() for c in conversations}
+    return conversations, locomo_questions(samples, known)
+
+
+# ---- MADial-Bench ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MadialMemory:
+    memory_id: str
+    user_id: str
+    event: str
+    occurred_at: datetime
+
+
+def _json_lines(path: Path) -> Iterator[dict[str, Any]]:
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            yield json.loads(line)
+
+
+def parse_madial_time(text: str) -> datetime:
+    """'2023-12-25' → midnight UTC; a full ISO time is accepted too."""
+    value = datetime.fromisoformat(text.strip())
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def load_madial_memories(path: Path) -> list[MadialMemory]:
+    """One `{"<id>": {time, event, user-id, id, ...}}` per line; ids and users as strings."""
+    memories = []
+    for line in _json_lines(path):
+        for key, item in line.items():
+            memories.append(MadialMemory(
+                memory_id=str(item.get("id", key)), user_id=str(item["user-id"]),
+                event=str(item["event"]), occurred_at=parse_madial_time(str(item["time"])),
+            ))
+    return memories
+
+
+def madial_query(dialogue: Sequence[str], test_turns: Sequence[int], context: int = 3) -> str:
+    """The `context` lines just before the first test turn, `<BOD>` left out, one per line."""
+    first = min(int(t) for t in test_turns)
+    before = [line.strip() for line in dialogue[max(first - context, 0):first]]
+    return "\n".join(line for line in before if line and line != "<BOD>")
+
+
+def load_madial_questions(path: Path, known: dict[str, set[str]]) -> QuestionSet:
+    """Dialogues → questions; relevant ids not among the user's own memories do not count."""
+    questions: list[Question] = []
+    skipped = 0
+    unresolved: list[str] = []
+    for line in _json_lines(path):
+        user_id = str(line["user-id"])
+        ids = list(dict.fromkeys(str(r) for r in line["relevant-id"]))
+        own = known.get(user_id, set())
+        resolved = tuple(i for i in ids if i in own)
+        unresolved += [f"{user_id}/{i}" for i in ids if i not in own]
+        query = madial_query(line["dialogue"], line["test-turn"])
+        if not resolved or not query:
+            skipped += 1
+            continue
+        questions.append(Question(
+            qid=f"dialogue-{line['id']}", user_id=user_id, query=query, category="all",
+            relevant=resolved,
+        ))
+    return QuestionSet(questions, skipped, unresolved, 0)
+
+
+def chunks(items: Sequence[T], size: int) -> list[Sequence[T]]:
+    """Consecutive slices of at most `size` (the gateway caps messages per interaction)."""
+    if size < 1:
+        raise ValueError("chunk size must be at least 1")
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+# ---- what is ingested: one interaction per session (or chunk of one) --------------------------
+
+
+@dataclass(frozen=True)
+class Item:
+    key: str  # the dataset's id for this memory: a LoCoMo dia_id, a MADial memory id
+    content: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Interaction:
+    idempotency_key: str
+    items: Sequence[Item]
+
+
+@dataclass
+class Corpus:
+    key_field: str
+    users: dict[str, list[Interaction]] = field(default_factory=dict)
+
+
+def locomo_corpus(conversations: Sequence[Conversation], max_messages: int) -> Corpus:
+    corpus = Corpus("dia_id")
+    for conv in conversations:
+        corpus.users[conv.sample_id] = [
+            Interaction(
+                f"eval-locomo-{conv.sample_id}-s{session.number}-c{i}",
+                [Item(t.dia_id, t.content, t.created_at) for t in part],
+            )
+            for session in conv.sessions
+            for i, part in enumerate(chunks(session.turns, max_messages))
+        ]
+    return corpus
+
+
+def madial_corpus(memories: Sequence[MadialMemory], max_messages: int) -> Corpus:
+    corpus = Corpus("memory_id")
+    by_user: dict[str, list[Item]] = {}
+    for m in memories:
+        by_user.setdefault(m.user_id, []).append(Item(m.memory_id, m.event, m.occurred_at))
+    for user, items in by_user.items():
+        corpus.users[user] = [
+            Interaction(f"eval-madial-{user}-c{i}", part)
+            for i, part in enumerate(chunks(items, max_messages))
+        ]
+    return corpus

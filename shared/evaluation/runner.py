@@ -1,0 +1,225 @@
+"""An evaluation run: the real embedded stack, ingest over HTTP through the write path, then
+every question through `POST /v1/search` in each mode, against the same store."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from shared.errors import AppError
+from shared.evaluation import EvalError
+from shared.evaluation import datasets as ds
+from shared.evaluation import metrics as mx
+from shared.evaluation.ingest import API_KEY, api_client, check, ingest
+from shared.evaluation.report import (
+    EvalReport,
+    ModeResult,
+    default_out_path,
+    git_state,
+    identical_modes,
+    render,
+    write_json,
+)
+from shared.redis_runtime import free_port
+from shared.schemas import SearchMode
+from shared.settings import Settings
+
+STACK_SETTINGS = ("embedder", "query_cache_size", "worker_concurrency", "max_messages")
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    dataset: str  # "locomo" or "madial"
+    modes: list[str]
+    data: Path | None = None
+    memory: Path | None = None
+    dialogue: Path | None = None
+    embedder: str | None = None
+    data_dir: Path | None = None
+    limit_conversations: int | None = None
+    limit_questions: int | None = None
+    as_of: datetime | None = None
+    top_k: int = 10
+
+
+def parse_as_of(value: str | None) -> datetime | None:
+    """An ISO time for the recency boost; one without a zone is UTC."""
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise EvalError(f"--as-of must be an ISO time, got {value!r}") from exc
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
+
+
+def parse_modes(values: Sequence[str]) -> list[str]:
+    """`--mode dense --mode keyword,hybrid` → ['dense', 'keyword', 'hybrid'], order kept."""
+    modes = [m.strip().lower() for v in values for m in v.split(",") if m.strip()]
+    allowed = [m.value for m in SearchMode]
+    unknown = [m for m in modes if m not in allowed]
+    if unknown or not modes:
+        raise EvalError(f"--mode takes {', '.join(allowed)}; got {', '.join(unknown) or 'none'}")
+    return list(dict.fromkeys(modes))
+
+
+@contextmanager
+def embedded_stack(data_dir: Path | None, embedder: str | None) -> Iterator[tuple[str, Settings]]:
+    """The real stack in this process, with a Redis of its own; always stopped again."""
+    from workers.stack import EmbeddedStack
+
+    own_dir = data_dir is None
+    root = Path(tempfile.mkdtemp(prefix="memoryd-eval-")) if data_dir is None else data_dir
+    values: dict[str, Any] = {
+        "data_dir": root, "port": free_port(),
+        "redis_url": f"redis://127.0.0.1:{free_port()}/0", "worker_concurrency": 2,
+        "log_level": "WARNING", "api_keys": f"{API_KEY}=eval",
+        # Every mode runs the same questions: a query-vector cache would let later modes skip
+        # the embedding, and the boost for past access would reward what earlier searches
+        # returned. Both would make the numbers depend on the order of the modes.
+        "query_cache_size": 0, "search_access_weight": 0.0,
+    }
+    if embedder is not None:
+        values["embedder"] = embedder
+    stack = EmbeddedStack(Settings(**values))
+    try:
+        try:
+            info = stack.prepare()
+            stack.start_in_background()
+        except AppError as exc:
+            raise EvalError(f"the stack did not start: {exc.message}") from exc
+        yield info.base_url, stack.settings
+    finally:
+        stack.stop()
+        if own_dir:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def run_mode(
+    base_url: str, mode: str, questions: Sequence[ds.Question], key_field: str,
+    options: EvalOptions, specs: Sequence[mx.MetricSpec], order: Sequence[str],
+) -> ModeResult:
+    rows: list[mx.ScoredQuestion] = []
+    rankings: dict[str, list[str]] = {}
+    with api_client(base_url) as client:
+        def search(q: ds.Question) -> tuple[list[str], float]:
+            body: dict[str, Any] = {"user_id": q.user_id, "query": q.query,
+                                    "top_k": options.top_k, "mode": mode}
+            if options.as_of is not None:
+                body["as_of"] = options.as_of.isoformat()
+            began = time.perf_counter()
+            response = client.post("/v1/search", json=body)
+            latency = (time.perf_counter() - began) * 1000
+            hits = check(response, f"search ({mode}) {q.qid}")["results"]
+            return [str(h["memory"]["metadata"].get(key_field)) for h in hits], latency
+
+        if questions:
+            search(questions[0])  # untimed warm-up: first-use costs are not search latency
+        for q in questions:
+            ranked, latency = search(q)
+            rankings[q.qid] = ranked
+            rows.append(mx.score_question(q.qid, q.category, ranked, q.relevant, latency, specs))
+    return ModeResult(
+        mode=mode, overall=mx.summarize_group(rows, specs),
+        categories=mx.summarize_by_category(rows, specs, order),
+        latency=mx.latency_summary([r.latency_ms for r in rows]), questions=rows,
+        rankings=rankings,
+    )
+
+
+def _load(
+    options: EvalOptions, max_messages: int
+) -> tuple[ds.Corpus, ds.QuestionSet, dict[str, str]]:
+    if options.dataset == "locomo":
+        if options.data is None:
+            raise EvalError("locomo needs --data <locomo10.json>")
+        convs, qset = ds.load_locomo(options.data, options.limit_conversations)
+        return ds.locomo_corpus(convs, max_messages), qset, {"data": str(options.data)}
+    if options.dataset == "madial":
+        if options.memory is None or options.dialogue is None:
+            raise EvalError("madial needs --memory <memory.json> and --dialogue <dialogue.json>")
+        memories = ds.load_madial_memories(options.memory)
+        known: dict[str, set[str]] = {}
+        for m in memories:
+            known.setdefault(m.user_id, set()).add(m.memory_id)
+        qset = ds.load_madial_questions(options.dialogue, known)
+        inputs = {"memory": str(options.memory), "dialogue": str(options.dialogue)}
+        return ds.madial_corpus(memories, max_messages), qset, inputs
+    raise EvalError(f"unknown dataset {options.dataset!r}: locomo or madial")
+
+
+def select_questions(options: EvalOptions, questions: list[ds.Question]) -> list[ds.Question]:
+    # A MADial dialogue is the conversation: its limit cuts dialogues, not the memory archive.
+    if options.dataset == "madial" and options.limit_conversations is not None:
+        questions = questions[: options.limit_conversations]
+    return questions[: options.limit_questions]
+
+
+def run_evaluation(options: EvalOptions, console: Console | None = None) -> EvalReport:
+    """The whole run, with progress lines on `console` when one is given."""
+    def say(text: str) -> None:
+        if console is not None:
+            console.print(text)
+
+    began, started_at = time.perf_counter(), datetime.now(UTC)
+    corpus, qset, inputs = _load(options, Settings().max_messages)
+    questions = select_questions(options, qset.questions)
+    specs = mx.LOCOMO_METRICS if options.dataset == "locomo" else mx.MADIAL_METRICS
+    order = list(ds.LOCOMO_CATEGORIES.values()) if options.dataset == "locomo" else ["all"]
+    with embedded_stack(options.data_dir, options.embedder) as (base_url, settings):
+        items = sum(len(i.items) for inters in corpus.users.values() for i in inters)
+        say(f"ingesting {items} items for {len(corpus.users)} users through {base_url}")
+        outcome = ingest(base_url, corpus, settings.worker_concurrency)
+        say(f"ingested in {outcome.seconds:.1f} s; {outcome.memories} memories stored")
+        results = []
+        for mode in options.modes:
+            say(f"searching {len(questions)} questions, mode={mode}")
+            results.append(run_mode(base_url, mode, questions, corpus.key_field, options,
+                                    specs, order))
+        embedder = settings.embedder
+        used = {k: v for k, v in settings.model_dump(mode="json").items()
+                if k.startswith("search_") or k in STACK_SETTINGS}
+    merged_away = sum(
+        1 for q in questions if set(q.relevant) & outcome.merged.get(q.user_id, set())
+    )
+    return EvalReport(
+        dataset=options.dataset, embedder=embedder, modes=list(options.modes),
+        top_k=options.top_k, as_of=options.as_of.isoformat() if options.as_of else None,
+        started_at=started_at.isoformat(), inputs=inputs, git=git_state(), settings=used,
+        counts={
+            "users": len(corpus.users), "items": outcome.items, "memories": outcome.memories,
+            "merged_items": outcome.items - outcome.memories,
+            "questions_evaluated": len(questions),
+            "questions_skipped_no_evidence": qset.skipped_no_evidence,
+            "questions_ignored_category": qset.ignored_category,
+            "questions_left_out_by_limit": len(qset.questions) - len(questions),
+            "questions_with_merged_evidence": merged_away,
+            "unresolved_evidence_ids": len(qset.unresolved_ids),
+        },
+        ingest={
+            "seconds": round(outcome.seconds, 2), "jobs": outcome.jobs,
+            # Each item is one decision of the write path (added or merged as a duplicate).
+            "memories_per_s": round(outcome.items / max(outcome.seconds, 1e-9), 2),
+        },
+        results=results, unresolved_ids=qset.unresolved_ids,
+        merged_keys=sorted(f"{u}/{k}" for u, keys in outcome.merged.items() for k in keys),
+        warnings=identical_modes(results), wall_time_s=round(time.perf_counter() - began, 2),
+    )
+
+
+def run_command(options: EvalOptions, out: Path | None, console: Console) -> Path:
+    """`memoryd eval`: run, print a table per mode, write the JSON report."""
+    report = run_evaluation(options, console)
+    render(report, console)
+    path = write_json(report, out or default_out_path(options.dataset, datetime.now(UTC)))
+    console.print(f"report written to {path} (wall time {report.wall_time_s:.1f} s)")
+    return path

