@@ -32,6 +32,13 @@ def memory_id(tenant_id: str, user_id: str, scope: str, project: str | None, cha
     return _uuid("content", tenant_id, user_id, scope, project, chash)
 
 
+def event_id(
+    tenant_id: str, user_id: str, scope: str, project: str | None, chash: str, occurred_at: str
+) -> str:
+    """Id of an episodic memory: the same words at another time are another event."""
+    return _uuid("event", tenant_id, user_id, scope, project, chash, occurred_at)
+
+
 def keyed_memory_id(
     tenant_id: str, user_id: str, scope: str, project: str | None, key: str
 ) -> str:

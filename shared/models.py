@@ -98,6 +98,7 @@ class MemoryRecord(BaseModel):
     scope: Scope = Scope.GLOBAL
     project: str | None = None
     thread_id: str | None = None
+    thread_seq: int | None = None  # position in the thread, for a hit's neighbours
     key: str | None = None
     tags: list[str] = Field(default_factory=list)
     importance: int = Field(5, ge=1, le=10)

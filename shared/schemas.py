@@ -182,6 +182,9 @@ class SearchHit(BaseModel):
     memory: MemoryView
     score: float = Field(description="calibrated to [0, 1]")
     label: str = Field(description="high (>= 0.7), relevant (>= 0.5) or reference")
+    context_of: str | None = Field(
+        None, description="set on a turn returned as the next turn of this hit's id"
+    )
     explanation: ScoreExplanation | None = None
 
 

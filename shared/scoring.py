@@ -8,10 +8,11 @@ then boost a relevant memory; they never lift an irrelevant one (the boost multi
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
-from shared.models import MemoryRecord
 from shared.schemas import ScoreExplanation, SearchMode
 from shared.store import StoredPoint
 
@@ -25,7 +26,8 @@ DEFAULT_DENSE_CALIBRATION = (0.3, 0.85)
 class Weights:
     """Mixing and boosting weights (all settings)."""
 
-    dense: float = 0.6
+    dense: float = 0.4  # Latin-script queries
+    dense_cjk: float = 0.8  # Chinese queries: jieba keywords add less than stemmed English ones
     keyword_half: float = 6.0  # keyword score that maps to relevance 0.5
     recency: float = 0.1
     importance: float = 0.1
@@ -33,6 +35,9 @@ class Weights:
     half_life_days: float = 30.0
     rrf_k: int = 60
     fusion: str = "linear"  # linear | rrf
+    neighbour: float = 0.2  # share of the best nearby turn's relevance a memory gains
+    neighbour_span: int = 2  # how many turns away counts as nearby
+    context_hits: int = 3  # the best hits that bring their next turn along
 
 
 @dataclass
@@ -65,7 +70,21 @@ def merge(dense: list[StoredPoint], keyword: list[StoredPoint]) -> list[Candidat
     return list(by_id.values())
 
 
-def relevance(c: Candidate, mode: SearchMode, embedder: str, w: Weights) -> float:
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN = re.compile(r"[A-Za-z]")
+
+
+def dense_weight(query: str, w: Weights) -> float:
+    """The dense share of hybrid relevance, by the query's dominant script (measured on
+    LoCoMo, English, and MADial, Chinese: see docs/retrieval.md)."""
+    cjk, latin = len(_CJK.findall(query)), len(_LATIN.findall(query))
+    # One ideograph carries about as much as a short word of Latin letters.
+    return w.dense_cjk if cjk * 3 > latin else w.dense
+
+
+def relevance(
+    c: Candidate, mode: SearchMode, embedder: str, w: Weights, dense_share: float
+) -> float:
     d = dense_relevance(c.dense, embedder) if c.dense is not None else 0.0
     k = keyword_relevance(c.keyword, w.keyword_half) if c.keyword is not None else 0.0
     if mode is SearchMode.DENSE:
@@ -76,15 +95,38 @@ def relevance(c: Candidate, mode: SearchMode, embedder: str, w: Weights) -> floa
         # Rank fusion orders the list; scaled so that first in both lists is 1.
         rrf = sum(1.0 / (w.rrf_k + r) for r in (c.dense_rank, c.keyword_rank) if r is not None)
         return rrf / (2.0 / (w.rrf_k + 1))
-    return w.dense * d + (1 - w.dense) * k
+    return dense_share * d + (1 - dense_share) * k
 
 
-def boosts(record: MemoryRecord, as_of: datetime, w: Weights) -> dict[str, float]:
-    age_days = max((as_of - record.occurred_at).total_seconds() / 86400.0, 0.0)
+def smooth_by_neighbours(
+    candidates: list[Candidate], rels: dict[str, float], w: Weights
+) -> dict[str, float]:
+    """A turn next to a relevant turn of the same thread is likelier relevant itself."""
+    if w.neighbour <= 0:
+        return rels
+    by_thread: dict[str, list[tuple[int, str]]] = {}
+    for c in candidates:
+        thread, seq = c.point.payload.get("thread_id"), c.point.payload.get("thread_seq")
+        if thread and isinstance(seq, int):
+            by_thread.setdefault(thread, []).append((seq, c.point.id))
+    smoothed = dict(rels)
+    for turns in by_thread.values():
+        for seq, pid in turns:
+            near = [rels[other] for s, other in turns
+                    if other != pid and abs(s - seq) <= w.neighbour_span]
+            if near:
+                smoothed[pid] = min(rels[pid] + w.neighbour * max(near), 1.0)
+    return smoothed
+
+
+def boosts(payload: dict[str, Any], as_of: datetime, w: Weights) -> dict[str, float]:
+    """From the raw payload: candidates run into the hundreds, records are built for the page."""
+    occurred = datetime.fromisoformat(str(payload["occurred_at"]).replace("Z", "+00:00"))
+    age_days = max((as_of - occurred).total_seconds() / 86400.0, 0.0)
     return {
         "recency": math.exp(-math.log(2) * age_days / w.half_life_days),
-        "importance": (record.importance - 1) / 9.0,
-        "access": 1.0 - math.exp(-record.access_count / 5.0),
+        "importance": (int(payload.get("importance", 5)) - 1) / 9.0,
+        "access": 1.0 - math.exp(-int(payload.get("access_count") or 0) / 5.0),
     }
 
 

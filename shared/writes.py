@@ -26,7 +26,7 @@ from shared.commands import (
 from shared.errors import NotFound
 from shared.extract.candidate import Candidate
 from shared.extract.interaction import candidates_for
-from shared.identity import content_hash, keyed_memory_id, memory_id
+from shared.identity import content_hash, event_id, keyed_memory_id, memory_id
 from shared.keywords import keyword_vector
 from shared.locks import user_lock
 from shared.models import (
@@ -192,9 +192,30 @@ class MemoryWriter:
         vectors = self._embed([c.content for c in candidates])
         results = []
         with self._lock(owner):
+            next_seq = self._next_thread_seq(owner, {c.thread_id for c in candidates})
             for candidate, vector in zip(candidates, vectors, strict=True):
-                results.append(self._write_one(owner, scope, project, candidate, vector, job_id))
+                result = self._write_one(
+                    owner, scope, project, candidate, vector, job_id,
+                    next_seq.get(candidate.thread_id) if candidate.thread_id else None,
+                )
+                if candidate.thread_id and result.memory.thread_seq == next_seq.get(
+                    candidate.thread_id
+                ):
+                    next_seq[candidate.thread_id] += 1
+                results.append(result)
         return results
+
+    def _next_thread_seq(self, owner: Owner, threads: set[str | None]) -> dict[str | None, int]:
+        """Position of the next memory in each thread: retrieval finds a hit's neighbours by it.
+
+        Read from the store under the user's lock, so it survives any Redis loss.
+        """
+        seqs: dict[str | None, int] = {}
+        for thread in threads - {None}:
+            last = self.rt.store.find(owner, [Match("thread_id", str(thread))], limit=1,
+                                      order_by="thread_seq")
+            seqs[thread] = int(last[0].payload.get("thread_seq") or 0) + 1 if last else 1
+        return seqs
 
     def _write_one(
         self,
@@ -204,6 +225,7 @@ class MemoryWriter:
         c: Candidate,
         vector: np.ndarray,
         job_id: str,
+        thread_seq: int | None,
     ) -> WriteResult:
         store = self.rt.store
         chash = content_hash(c.content)
@@ -218,9 +240,19 @@ class MemoryWriter:
                     return WriteResult(SaveOutcome.UPDATED, previous)
                 if previous.content_hash == chash:
                     return self._duplicate(owner, previous, DuplicateKind.EXACT, job_id)
+        elif c.type is MemoryType.EPISODIC:
+            # An event is its words at its time: the same words later are another event.
+            point_id = event_id(owner.tenant_id, owner.user_id, scope.value, project, chash,
+                                c.occurred_at.isoformat())
+            found = store.get(owner, [point_id])
+            if found:
+                record = MemoryRecord.from_payload(found[0].id, found[0].payload)
+                if record.job_id == job_id:
+                    return WriteResult(SaveOutcome.ADDED, record)
+                return self._duplicate(owner, record, DuplicateKind.EXACT, job_id)
         else:
             point_id = memory_id(owner.tenant_id, owner.user_id, scope.value, project, chash)
-            dup = self._find_duplicate(owner, scope, project, c.content, c.type, vector)
+            dup = self._find_duplicate(owner, scope, project, c.content, vector)
             if dup is not None:
                 record, kind = dup
                 if record.job_id == job_id:
@@ -230,7 +262,8 @@ class MemoryWriter:
         record = MemoryRecord(
             id=point_id, tenant_id=owner.tenant_id, user_id=owner.user_id, content=c.content,
             content_hash=chash, type=c.type, category=c.category, scope=scope, project=project,
-            thread_id=c.thread_id, key=c.key, tags=c.tags, importance=c.importance,
+            thread_id=c.thread_id, thread_seq=thread_seq if c.thread_id else None,
+            key=c.key, tags=c.tags, importance=c.importance,
             confidence=c.confidence, source=c.source, occurred_at=c.occurred_at,
             created_at=previous.created_at if previous else now, updated_at=now,
             embedding_model=self.rt.embedder.name, job_id=job_id, metadata=c.metadata,
@@ -245,17 +278,13 @@ class MemoryWriter:
         return WriteResult(SaveOutcome.ADDED, record)
 
     def _find_duplicate(
-        self, owner: Owner, scope: Scope, project: str | None, content: str,
-        mtype: MemoryType, vector: np.ndarray,
+        self, owner: Owner, scope: Scope, project: str | None, content: str, vector: np.ndarray,
     ) -> tuple[MemoryRecord, DuplicateKind] | None:
         store = self.rt.store
         conds = range_conditions(scope, project)
         exact = store.find(owner, [*conds, Match("content_hash", content_hash(content))], limit=1)
         if exact:
             return MemoryRecord.from_payload(exact[0].id, exact[0].payload), DuplicateKind.EXACT
-        if mtype is MemoryType.EPISODIC:
-            # An event said again later is another event; only its exact repeat is a duplicate.
-            return None
         threshold = dedup_threshold(self.settings.dedup_threshold, self.rt.embedder.name)
         near = store.search(owner, vector.tolist(), conds, limit=3, score_threshold=threshold)
         for point in near:

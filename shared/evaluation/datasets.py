@@ -259,6 +259,7 @@ class Item:
 class Interaction:
     idempotency_key: str
     items: Sequence[Item]
+    thread_id: str | None = None  # a LoCoMo session is one conversation thread
 
 
 @dataclass
@@ -274,6 +275,7 @@ def locomo_corpus(conversations: Sequence[Conversation], max_messages: int) -> C
             Interaction(
                 f"eval-locomo-{conv.sample_id}-s{session.number}-c{i}",
                 [Item(t.dia_id, t.content, t.created_at) for t in part],
+                thread_id=f"session-{session.number}",
             )
             for session in conv.sessions
             for i, part in enumerate(chunks(session.turns, max_messages))

@@ -58,6 +58,7 @@ def ingest_user(
             body = {
                 "user_id": user_id, "extract": "raw",
                 "idempotency_key": interaction.idempotency_key,
+                **({"thread_id": interaction.thread_id} if interaction.thread_id else {}),
                 "messages": [
                     {"role": "user", "content": it.content,
                      "created_at": it.created_at.isoformat(), "metadata": {key_field: it.key}}

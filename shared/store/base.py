@@ -32,6 +32,7 @@ MEMORY_INDEXES: tuple[tuple[str, str], ...] = (
     *((name, "datetime") for name in DATETIME_FIELDS),
     *((name, "float") for name in FLOAT_FIELDS),
     ("importance", "integer"),
+    ("thread_seq", "integer"),
 )
 AUDIT_INDEXES: tuple[tuple[str, str], ...] = (
     ("tenant_id", "keyword"), ("user_id", "keyword"), ("memory_id", "keyword"), ("at_ts", "float"),
