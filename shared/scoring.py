@@ -26,9 +26,9 @@ DEFAULT_DENSE_CALIBRATION = (0.3, 0.85)
 class Weights:
     """Mixing and boosting weights (all settings)."""
 
-    dense: float = 0.4  # Latin-script queries
+    dense: float = 0.3  # Latin-script queries
     dense_cjk: float = 0.8  # Chinese queries: jieba keywords add less than stemmed English ones
-    keyword_half: float = 6.0  # keyword score that maps to relevance 0.5
+    keyword_half: float = 8.0  # keyword score that maps to relevance 0.5
     recency: float = 0.1
     importance: float = 0.1
     access: float = 0.05
@@ -37,7 +37,7 @@ class Weights:
     fusion: str = "linear"  # linear | rrf
     neighbour: float = 0.2  # share of the best nearby turn's relevance a memory gains
     neighbour_span: int = 2  # how many turns away counts as nearby
-    context_hits: int = 3  # the best hits that bring their next turn along
+    context_hits: int = 2  # the best hits that bring their next turn along
 
 
 @dataclass

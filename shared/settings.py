@@ -51,16 +51,16 @@ class Settings(BaseSettings):
 
     # Retrieval: fusion of dense and keyword relevance, then boosts (see shared/scoring.py).
     search_fusion: Literal["linear", "rrf"] = "linear"
-    search_dense_weight: float = Field(0.4, ge=0, le=1)
+    search_dense_weight: float = Field(0.3, ge=0, le=1)
     search_dense_weight_cjk: float = Field(0.8, ge=0, le=1)
-    search_keyword_half: float = Field(6.0, gt=0)
+    search_keyword_half: float = Field(8.0, gt=0)
     search_rrf_k: int = Field(60, ge=1)
     search_recency_weight: float = Field(0.1, ge=0)
     search_importance_weight: float = Field(0.1, ge=0)
     search_access_weight: float = Field(0.05, ge=0)
     search_half_life_days: float = Field(30.0, gt=0)
     search_neighbour_weight: float = Field(0.2, ge=0, le=1)
-    search_context_hits: int = Field(3, ge=0, le=10)
+    search_context_hits: int = Field(2, ge=0, le=10)
 
     # Write policy.
     # Cosine at or above which a new memory is a semantic duplicate. Unset: the embedder's
