@@ -64,7 +64,3 @@ class ForgetCommand(Command):
     thread_id: str | None = None
     before: datetime | None = None
     after: datetime | None = None
-
-
-class TouchCommand(Command):
-    memory_ids: list[str]

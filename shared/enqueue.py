@@ -10,13 +10,10 @@ from redis.exceptions import RedisError
 from shared.commands import Command
 from shared.errors import QueueUnavailable
 from shared.identity import job_id_for
-from shared.logs import get_logger
 from shared.models import JobStatus
 from shared.queue.names import QUEUE_OF, TaskName
 from shared.runtime import Runtime
 from shared.schemas import JobAccepted
-
-log = get_logger("memoryd.enqueue")
 
 
 def submit(
@@ -48,13 +45,3 @@ def submit(
         raise QueueUnavailable(f"the queue is unreachable: {exc}") from exc
     return JobAccepted(job_id=job_id, status=JobStatus.QUEUED)
 
-
-def submit_untracked(rt: Runtime, task: TaskName, command: Command) -> None:
-    """Fire-and-forget bookkeeping (no job record); losing one costs a statistic only."""
-    try:
-        rt.celery.send_task(
-            task.value, kwargs={"command": command.model_dump(mode="json")},
-            queue=QUEUE_OF[task].value, retry=False,
-        )
-    except (OperationalError, RedisError, OSError) as exc:
-        log.warning("untracked_enqueue_failed", task=task.value, error=str(exc))

@@ -27,11 +27,13 @@ STOPWORDS = frozenset(
     they them their this that these those there here what which who whom whose when where why
     how not no yes so than too very can could will would shall should may might must just also
     about into over under again then once all any both each few more most other some such only
-    own same s t don't i'm it's that's 's
+    own same s t don't i'm it's that's 's user user's users
     的 了 是 在 和 与 或 也 就 都 而 及 着 吗 呢 吧 啊 呀 么 这 那 之 于 以 被 把 给 让 对 从 向
     我 你 他 她 它 我们 你们 他们 她们 一个 一些 什么 怎么 为什么 哪 哪里 有 没有 不 很 还 又 再
+    用户
     """.split()
 )
+# Extracted memories say "User …" / "用户…": in one user's store the word tells nothing.
 
 
 def _cut(text: str) -> list[str]:

@@ -59,6 +59,8 @@ class Settings(BaseSettings):
     search_importance_weight: float = Field(0.1, ge=0)
     search_access_weight: float = Field(0.05, ge=0)
     search_half_life_days: float = Field(30.0, gt=0)
+    search_record_access: bool = True  # count hits after each search (shared/access.py)
+    search_access_flush_s: float = Field(2.0, gt=0, le=300)
     search_neighbour_weight: float = Field(0.2, ge=0, le=1)
     search_context_hits: int = Field(2, ge=0, le=10)
 

@@ -20,7 +20,6 @@ from shared.commands import (
     ForgetCommand,
     IngestCommand,
     SaveCommand,
-    TouchCommand,
     UpdateCommand,
 )
 from shared.errors import NotFound
@@ -160,21 +159,6 @@ class MemoryWriter:
                 for i in ids
             ])
         return {"deleted": len(ids)}
-
-    def touch(self, cmd: TouchCommand, job_id: str) -> dict[str, Any]:
-        """Access reinforcement: counts are approximate under concurrency, by design.
-
-        No user lock: it must never wait behind writes, and a lost increment only
-        nudges a ranking boost.
-        """
-        owner = cmd.owner
-        points = self.rt.store.get(owner, cmd.memory_ids)
-        for point in points:
-            self.rt.store.set_payload(owner, [point.id], {
-                "access_count": int(point.payload.get("access_count", 0)) + 1,
-                "last_accessed_at": cmd.received_at.isoformat(),
-            })
-        return {"touched": len(points)}
 
     # ---- the shared write decision --------------------------------------------
 

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from shared import access
 from shared.commands import (
     DeleteCommand,
     ForgetCommand,
     IngestCommand,
     SaveCommand,
-    TouchCommand,
     UpdateCommand,
 )
 from shared.queue.celery_app import app
 from shared.queue.names import TaskName
 from shared.queue.task_base import MemoryTask
+from shared.runtime import get_runtime
 from shared.writes import MemoryWriter
 
 
@@ -43,6 +44,6 @@ def forget(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
     return self.run_command(command, ForgetCommand, MemoryWriter.forget)
 
 
-@app.task(name=TaskName.TOUCH.value, base=MemoryTask, bind=True, tracks_job=False)
-def touch(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
-    return self.run_command(command, TouchCommand, MemoryWriter.touch)
+@app.task(name=TaskName.FLUSH_ACCESS.value, base=MemoryTask, bind=True, tracks_job=False)
+def flush_access(self: MemoryTask) -> dict[str, Any]:
+    return access.flush_and_reschedule(get_runtime())

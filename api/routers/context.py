@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, BackgroundTasks
 
-from api.deps import RequestIdDep, RuntimeDep, TenantDep, owner_of
+from api.deps import RuntimeDep, TenantDep, owner_of
 from shared import context
-from shared.commands import TouchCommand
-from shared.enqueue import submit_untracked
-from shared.models import utcnow
-from shared.queue.names import TaskName
+from shared.access import note_access
 from shared.schemas import ContextRequest, ContextResponse, ErrorBody
 
 router = APIRouter(prefix="/v1", tags=["context"])
@@ -26,8 +23,7 @@ router = APIRouter(prefix="/v1", tags=["context"])
     },
 )
 def post_context(
-    req: ContextRequest, rt: RuntimeDep, tenant: TenantDep, request_id: RequestIdDep,
-    background: BackgroundTasks,
+    req: ContextRequest, rt: RuntimeDep, tenant: TenantDep, background: BackgroundTasks,
 ) -> ContextResponse:
     """The user's memories relevant to this turn, as a text block to put in the prompt.
 
@@ -49,11 +45,9 @@ def post_context(
     - The memories in the block count as accessed, as search results do.
     """
     context.check_context(req, rt.settings)
-    response = context.build_context(rt, owner_of(tenant, req.user_id), req)
-    if response.items:
+    owner = owner_of(tenant, req.user_id)
+    response = context.build_context(rt, owner, req)
+    if response.items and rt.settings.search_record_access:
         # Only what the model will read was used; after the answer, like search's statistics.
-        background.add_task(submit_untracked, rt, TaskName.TOUCH, TouchCommand(
-            tenant_id=tenant, user_id=req.user_id, request_id=request_id,
-            received_at=utcnow(), memory_ids=[item.memory.id for item in response.items],
-        ))
+        background.add_task(note_access, rt, owner, [item.memory.id for item in response.items])
     return response

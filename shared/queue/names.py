@@ -16,7 +16,7 @@ class TaskName(StrEnum):
     UPDATE = "memory.update"
     DELETE = "memory.delete"
     FORGET = "memory.forget"
-    TOUCH = "memory.touch"  # access statistics after a search
+    FLUSH_ACCESS = "memory.flush_access"  # batched access statistics from searches
 
 
 QUEUE_OF: dict[TaskName, QueueName] = {
@@ -25,5 +25,5 @@ QUEUE_OF: dict[TaskName, QueueName] = {
     TaskName.UPDATE: QueueName.MEMORY,
     TaskName.DELETE: QueueName.MEMORY,
     TaskName.FORGET: QueueName.MEMORY,
-    TaskName.TOUCH: QueueName.MEMORY,
+    TaskName.FLUSH_ACCESS: QueueName.MEMORY,
 }
