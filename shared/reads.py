@@ -52,6 +52,9 @@ def search_conditions(req: SearchRequest) -> list[Condition]:
     return conds
 
 
+SCORING_FIELDS = ("occurred_at", "importance", "access_count", "thread_id", "thread_seq")
+
+
 @dataclass
 class Scored:
     final: float
@@ -110,7 +113,7 @@ def search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
     # Fusion, neighbours and rescoring reorder, so each list goes deeper than the page:
     # LoCoMo recall@10 is 0.589 → 0.602 from depth 40 to 100 (docs/retrieval.md).
     depth = max(req.top_k * 10, 100)
-    lists = rt.store.search_many(owner, search_conditions(req), queries, depth)
+    lists = rt.store.search_many(owner, search_conditions(req), queries, depth, SCORING_FIELDS)
     dense_hits = lists[0] if req.mode is not SearchMode.KEYWORD else []
     keyword_hits = lists[-1] if keywords is not None else []
     as_of = req.as_of or utcnow()
@@ -131,15 +134,19 @@ def search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
     scored.sort(key=lambda item: item.final, reverse=True)
     if req.mode is SearchMode.HYBRID and weights.context_hits:
         scored = with_next_turns(rt, owner, req, scored, as_of)
+    page = scored[: req.top_k]
+    # Candidates carry only what scoring reads; the page gets its full records in one call.
+    full = {p.id: p.payload for p in rt.store.get(owner, [s.point.id for s in page])}
     hits = [
         SearchHit(
-            memory=MemoryView.of(MemoryRecord.from_payload(s.point.id, s.point.payload)),
+            memory=MemoryView.of(MemoryRecord.from_payload(s.point.id, full[s.point.id])),
             score=round(s.final, 6), label=scoring.label(s.final),
             context_of=s.context_of,
             explanation=scoring.explanation(s.cand, s.rel, s.parts, s.final) if req.explain
             else None,
         )
-        for s in scored[: req.top_k]
+        for s in page
+        if s.point.id in full
     ]
     return SearchResponse(results=hits, took_ms=round((time.perf_counter() - started) * 1000, 3))
 

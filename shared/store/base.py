@@ -118,13 +118,13 @@ class Store(ABC):
     ) -> list[StoredPoint]:
         """Nearest points by the dense vector alone (dedup, and the dense retrieval mode)."""
         [hits] = self._search_batch(
-            scoped(owner, conditions), [VectorQuery(DENSE, dense)], limit, score_threshold
+            scoped(owner, conditions), [VectorQuery(DENSE, dense)], limit, score_threshold, None
         )
         return hits
 
     def search_many(
         self, owner: Owner, conditions: Sequence[Condition], queries: Sequence[VectorQuery],
-        limit: int,
+        limit: int, fields: Sequence[str] | None = None,
     ) -> list[list[StoredPoint]]:
         """One store call, one ranked list per query (dense, keywords), same filter.
 
@@ -133,7 +133,7 @@ class Store(ABC):
         """
         if not queries:
             return []
-        return self._search_batch(scoped(owner, conditions), queries, limit, None)
+        return self._search_batch(scoped(owner, conditions), queries, limit, None, fields)
 
     def count(self, owner: Owner, conditions: Sequence[Condition] = ()) -> int:
         return self._count(scoped(owner, conditions))
@@ -249,7 +249,7 @@ class Store(ABC):
     @abstractmethod
     def _search_batch(
         self, cond: AllOf, queries: Sequence[VectorQuery], limit: int,
-        score_threshold: float | None,
+        score_threshold: float | None, fields: Sequence[str] | None,
     ) -> list[list[StoredPoint]]: ...
 
     @abstractmethod

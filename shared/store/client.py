@@ -215,12 +215,13 @@ class QdrantClientStore(Store):
 
     def _search_batch(
         self, cond: AllOf, queries: Sequence[VectorQuery], limit: int,
-        score_threshold: float | None,
+        score_threshold: float | None, fields: Sequence[str] | None,
     ) -> list[list[StoredPoint]]:
         flt = _filter(cond)
+        payload: Any = qm.PayloadSelectorInclude(include=list(fields)) if fields else True
         requests = [
             qm.QueryRequest(
-                query=_vector(q), using=q.using, filter=flt, limit=limit, with_payload=True,
+                query=_vector(q), using=q.using, filter=flt, limit=limit, with_payload=payload,
                 score_threshold=score_threshold,
             )
             for q in queries

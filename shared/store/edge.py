@@ -215,13 +215,14 @@ class EdgeStore(Store):
 
     def _search_batch(
         self, cond: AllOf, queries: Sequence[VectorQuery], limit: int,
-        score_threshold: float | None,
+        score_threshold: float | None, fields: Sequence[str] | None,
     ) -> list[list[StoredPoint]]:
         flt = _filter(cond)
+        payload: Any = qe.PayloadSelector.Include(list(fields)) if fields else True
         requests = [
             qe.QueryRequest(
                 limit=limit, query=qe.Query.Nearest(_vector(q), using=q.using), filter=flt,
-                with_payload=True, score_threshold=score_threshold,
+                with_payload=payload, score_threshold=score_threshold,
             )
             for q in queries
         ]
