@@ -9,7 +9,6 @@ from __future__ import annotations
 from shared import reads
 from shared.context_block import detect_language, format_line, pack
 from shared.context_tokens import TokenCounter, default_counter
-from shared.errors import InvalidInput, PayloadTooLarge
 from shared.models import Owner, Role
 from shared.runtime import Runtime
 from shared.schemas import (
@@ -22,35 +21,11 @@ from shared.schemas import (
     SearchHit,
     SearchRequest,
 )
-from shared.settings import Settings
 
 # The search sees the query and up to this many of the latest user turns, within this many
 # characters: enough to resolve "what about her?", short enough to stay about the query.
 SEARCH_USER_TURNS = 2
 SEARCH_QUERY_CHARS = 1000
-
-
-def check_context(req: ContextRequest, settings: Settings) -> None:
-    """The bounds that are settings, as for search and interactions; errors name the field."""
-    if len(req.query) > settings.max_content_chars:
-        raise PayloadTooLarge(
-            f"query is {len(req.query)} characters; the limit is {settings.max_content_chars}",
-            field="query",
-        )
-    if req.tags is not None and len(req.tags) > settings.max_tags:
-        raise InvalidInput(
-            f"tags has {len(req.tags)} items; the limit is {settings.max_tags}", field="tags"
-        )
-    if req.top_k > settings.max_top_k:
-        raise InvalidInput(f"top_k is above the limit {settings.max_top_k}", field="top_k")
-    for i, message in enumerate(req.recent_messages or []):
-        size = len(message.content.encode("utf-8"))
-        if size > settings.max_message_bytes:
-            raise PayloadTooLarge(
-                f"recent_messages[{i}].content is {size} bytes; the limit is "
-                f"{settings.max_message_bytes}",
-                field=f"recent_messages[{i}].content",
-            )
 
 
 def user_turns(messages: list[Message] | None) -> list[str]:

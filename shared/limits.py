@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from shared.errors import InvalidInput, PayloadTooLarge
-from shared.schemas import InteractionRequest, SaveRequest, SearchRequest, UpdateRequest
+from shared.schemas import (
+    ContextRequest,
+    InteractionRequest,
+    Message,
+    SaveRequest,
+    SearchRequest,
+    UpdateRequest,
+)
 from shared.settings import Settings
 
 
@@ -22,20 +29,24 @@ def _tags(tags: list[str] | None, settings: Settings) -> None:
         )
 
 
+def _message_sizes(messages: list[Message], name: str, settings: Settings) -> None:
+    for i, message in enumerate(messages):
+        size = len(message.content.encode("utf-8"))
+        if size > settings.max_message_bytes:
+            raise PayloadTooLarge(
+                f"{name}[{i}].content is {size} bytes; the limit is "
+                f"{settings.max_message_bytes}",
+                field=f"{name}[{i}].content",
+            )
+
+
 def check_interaction(req: InteractionRequest, settings: Settings) -> None:
     if len(req.messages) > settings.max_messages:
         raise PayloadTooLarge(
             f"messages has {len(req.messages)} items; the limit is {settings.max_messages}",
             field="messages",
         )
-    for i, message in enumerate(req.messages):
-        size = len(message.content.encode("utf-8"))
-        if size > settings.max_message_bytes:
-            raise PayloadTooLarge(
-                f"messages[{i}].content is {size} bytes; the limit is "
-                f"{settings.max_message_bytes}",
-                field=f"messages[{i}].content",
-            )
+    _message_sizes(req.messages, "messages", settings)
 
 
 def check_save(req: SaveRequest, settings: Settings) -> None:
@@ -43,11 +54,16 @@ def check_save(req: SaveRequest, settings: Settings) -> None:
     _tags(req.tags, settings)
 
 
-def check_search(req: SearchRequest, settings: Settings) -> None:
+def check_search(req: SearchRequest | ContextRequest, settings: Settings) -> None:
     _content(req.query, "query", settings)
     _tags(req.tags, settings)
     if req.top_k > settings.max_top_k:
         raise InvalidInput(f"top_k is above the limit {settings.max_top_k}", field="top_k")
+
+
+def check_context(req: ContextRequest, settings: Settings) -> None:
+    check_search(req, settings)
+    _message_sizes(req.recent_messages or [], "recent_messages", settings)
 
 
 def check_update(req: UpdateRequest, settings: Settings) -> None:

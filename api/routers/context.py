@@ -7,6 +7,7 @@ from fastapi import APIRouter, BackgroundTasks
 from api.deps import RuntimeDep, TenantDep, owner_of
 from shared import context
 from shared.access import note_access
+from shared.limits import check_context
 from shared.schemas import ContextRequest, ContextResponse, ErrorBody
 
 router = APIRouter(prefix="/v1", tags=["context"])
@@ -44,7 +45,7 @@ def post_context(
     - Nothing relevant, or nothing that fits: `block` is `""`, `tokens` 0, `items` empty.
     - The memories in the block count as accessed, as search results do.
     """
-    context.check_context(req, rt.settings)
+    check_context(req, rt.settings)
     owner = owner_of(tenant, req.user_id)
     response = context.build_context(rt, owner, req)
     if response.items and rt.settings.search_record_access:
