@@ -18,7 +18,7 @@ from shared.store import StoredPoint
 
 # Cosine → relevance, per embedder: (cosine of an unrelated text, cosine of a strong match).
 # e5-small's cosines sit in a narrow high band; USE's spread over most of [0, 1].
-DENSE_CALIBRATION = {"e5-small": (0.75, 0.90), "use": (0.15, 0.75)}
+DENSE_CALIBRATION = {"e5-small": (0.75, 0.95), "use": (0.15, 0.75)}
 DEFAULT_DENSE_CALIBRATION = (0.3, 0.85)
 
 
