@@ -37,12 +37,13 @@ def _squash(text: str) -> str:
 
 
 def search_query(query: str, messages: list[Message] | None) -> str:
-    """The query, then the latest user turns (newest first) that add to it, bounded.
+    """The latest user turns that add to the query, in order, then the query, bounded.
 
-    A turn adds nothing when the query already contains it (the client often sends the
-    current turn both ways). The query itself is never cut: it is bounded like a search's.
+    The query goes last: search reads a multi-line query as a conversation excerpt whose
+    last line is the current turn. A turn adds nothing when the query already contains it
+    (the client often sends the current turn both ways). The query itself is never cut.
     """
-    parts = [query]
+    parts: list[str] = []
     room = SEARCH_QUERY_CHARS - len(query)
     seen = _squash(query).casefold()
     for turn in reversed(user_turns(messages)[-SEARCH_USER_TURNS:]):
@@ -52,7 +53,7 @@ def search_query(query: str, messages: list[Message] | None) -> str:
         text = text[: room - 1]  # the 1 is the line break that joins it
         parts.append(text)
         room -= len(text) + 1
-    return "\n".join(parts)
+    return "\n".join([*reversed(parts), query])
 
 
 def not_yet_shown(hits: list[SearchHit], messages: list[Message] | None) -> list[SearchHit]:
