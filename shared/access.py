@@ -1,9 +1,9 @@
 """Access reinforcement, batched: searches count hits in Redis, one task writes them.
 
 A task per search that rewrote ten points doubled search latency on this 2-core
-machine (14 → 28 ms p50, ops/bench.py), so the gateway only increments counters (one
-pipelined round trip, after the response is sent) and at most one flush task per
-window applies them to the store.
+machine (14 → 28 ms p50, before/after runs of one client), so the gateway only
+increments counters (one pipelined round trip, after the response is sent) and at most
+one flush task per window applies them to the store.
 """
 
 from __future__ import annotations

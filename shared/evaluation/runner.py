@@ -139,6 +139,21 @@ def run_mode(
 def _load(
     options: EvalOptions, max_messages: int
 ) -> tuple[ds.Corpus, ds.QuestionSet, dict[str, str]]:
+    """The dataset's files, or an EvalError naming what is missing or malformed."""
+    try:
+        return _load_files(options, max_messages)
+    except OSError as exc:
+        raise EvalError(f"cannot read {exc.filename or 'the data'}: {exc.strerror}") from exc
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise EvalError(
+            f"{options.dataset} data is not in the benchmark's format "
+            f"(see ../shared/bench/README.md): {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _load_files(
+    options: EvalOptions, max_messages: int
+) -> tuple[ds.Corpus, ds.QuestionSet, dict[str, str]]:
     if options.dataset == "locomo":
         if options.data is None:
             raise EvalError("locomo needs --data <locomo10.json>")

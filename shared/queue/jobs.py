@@ -54,9 +54,6 @@ class JobStore:
     def discard(self, job_id: str) -> None:
         self._r.delete(self._key(job_id))
 
-    def exists(self, job_id: str) -> bool:
-        return bool(self._r.exists(self._key(job_id)))
-
     def _set(self, job_id: str, **fields: str) -> None:
         fields["updated_at"] = utcnow().isoformat()
         pipe = self._r.pipeline(transaction=False)

@@ -145,3 +145,18 @@ def test_modes_and_as_of_options() -> None:
     assert parse_as_of(None) is None
     with pytest.raises(EvalError):
         parse_as_of("yesterday")
+
+
+def test_missing_or_malformed_data_is_a_clear_cli_error(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from workers.cli import app
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"not": "a list of conversations"}')
+    for path, expected in ((tmp_path / "absent.json", "cannot read"),
+                           (bad, "not in the benchmark's format")):
+        result = CliRunner().invoke(app, ["eval", "locomo", "--data", str(path)])
+        assert result.exit_code == 1, result.output
+        assert expected in " ".join(result.output.split())
+        assert "Traceback" not in result.output
