@@ -52,6 +52,11 @@ class ExtractorUnavailable(AppError):
     status = 422
 
 
+class RerankerNotConfigured(AppError):
+    code = "reranker_not_configured"
+    status = 422
+
+
 class TransientError(AppError):
     """Worth retrying: a dependency is down or overloaded."""
 
@@ -69,6 +74,10 @@ class QueueUnavailable(TransientError):
 
 class EmbedderUnavailable(TransientError):
     code = "embedder_unavailable"
+
+
+class RerankerUnavailable(TransientError):
+    code = "reranker_unavailable"
 
 
 class LockTimeout(TransientError):

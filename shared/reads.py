@@ -16,6 +16,7 @@ from shared import scoring
 from shared.errors import InvalidInput, NotFound
 from shared.keywords import query_keyword_vector
 from shared.models import MemoryRecord, MemoryType, Owner, Scope, utcnow
+from shared.query_text import read_query
 from shared.runtime import Runtime
 from shared.schemas import (
     MemoryPage,
@@ -65,6 +66,7 @@ class Scored:
     rel: float
     parts: dict[str, float]
     context_of: str | None = None
+    rerank: float | None = None
 
 
 def with_next_turns(
@@ -103,17 +105,35 @@ def with_next_turns(
     return out
 
 
+def reranked(rt: Runtime, owner: Owner, req: SearchRequest, scored: list[Scored]) -> list[Scored]:
+    """The best candidates reordered by the reranker, whose score replaces their relevance
+    (the recency, importance and access boosts still apply). Candidates below the reranked
+    head are dropped: their fused scores are not comparable with the reranked ones."""
+    head = scored[: max(rt.settings.rerank_depth, req.top_k)]
+    texts = {p.id: str(p.payload.get("content", ""))
+             for p in rt.store.get(owner, [s.point.id for s in head])}
+    head = [s for s in head if s.point.id in texts]
+    scores = rt.reranker.scores(req.query, [texts[s.point.id] for s in head])
+    for item, score in zip(head, scores, strict=True):
+        item.rel = item.rerank = score
+        item.final = scoring.final_score(score, item.parts, rt.search_weights)
+    head.sort(key=lambda item: item.final, reverse=True)
+    return head
+
+
 def search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
     started = time.perf_counter()
+    if req.rerank:
+        _ = rt.reranker  # refuse an unconfigured rerank before doing any work
     weights = rt.search_weights
     queries: list[VectorQuery] = []
     if req.mode is not SearchMode.KEYWORD:
         vector = rt.query_embedder.embed_query(req.query)
-        lines = [line for line in req.query.splitlines() if line.strip()]
-        if req.mode is SearchMode.HYBRID and len(lines) > 1:
+        text = read_query(req.query)
+        if req.mode is SearchMode.HYBRID and text.is_excerpt:
             # A multi-line query is a conversation excerpt: its last line, the current
-            # turn, counts twice (MADial recall@5 0.575 → 0.593; docs/retrieval.md).
-            vector = vector + rt.query_embedder.embed_query(lines[-1])
+            # turn, counts twice (MADial recall@5 0.575 → 0.596; docs/retrieval.md).
+            vector = vector + rt.query_embedder.embed_query(text.current)
             vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
         queries.append(VectorQuery(DENSE, vector.tolist()))
     keywords = query_keyword_vector(req.query) if req.mode is not SearchMode.DENSE else None
@@ -136,11 +156,13 @@ def search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
     for cand in candidates:
         rel = rels[cand.point.id]
         parts = scoring.boosts(cand.point.payload, as_of, weights)
-        final = scoring.final_score(rel, parts, weights)
-        if req.min_score is not None and final < req.min_score:
-            continue
-        scored.append(Scored(final, cand.point, cand, rel, parts))
+        scored.append(Scored(scoring.final_score(rel, parts, weights), cand.point, cand, rel,
+                             parts))
     scored.sort(key=lambda item: item.final, reverse=True)
+    if req.rerank:
+        scored = reranked(rt, owner, req, scored)
+    if req.min_score is not None:
+        scored = [s for s in scored if s.final >= req.min_score]
     if req.mode is SearchMode.HYBRID and weights.context_hits:
         scored = with_next_turns(rt, owner, req, scored, as_of)
     page = scored[: req.top_k]
@@ -151,7 +173,8 @@ def search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
             memory=MemoryView.of(MemoryRecord.from_payload(s.point.id, full[s.point.id])),
             score=round(s.final, 6), label=scoring.label(s.final),
             context_of=s.context_of,
-            explanation=scoring.explanation(s.cand, s.rel, s.parts, s.final) if req.explain
+            explanation=scoring.explanation(s.cand, s.rel, s.parts, s.final, s.rerank)
+            if req.explain
             else None,
         )
         for s in page

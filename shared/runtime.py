@@ -14,6 +14,7 @@ from celery import Celery
 
 from shared.embeddings import CachedQueryEmbedder, Embedder, make_embedder
 from shared.queue.jobs import JobStore
+from shared.rerank import HttpReranker
 from shared.scoring import Weights
 from shared.settings import Settings, get_settings
 from shared.store import Store, make_store
@@ -45,6 +46,10 @@ class Runtime:
     @cached_property
     def query_embedder(self) -> Embedder:
         return CachedQueryEmbedder(self.embedder, self.settings.query_cache_size)
+
+    @cached_property
+    def reranker(self) -> HttpReranker:
+        return HttpReranker(self.settings)
 
     @cached_property
     def search_weights(self) -> Weights:
@@ -81,6 +86,8 @@ class Runtime:
             self._store = None
         if "redis" in self.__dict__:
             self.redis.close()
+        if "reranker" in self.__dict__:
+            self.reranker.close()
 
 
 _runtime: Runtime | None = None

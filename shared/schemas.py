@@ -122,6 +122,8 @@ class SearchRequest(Scoped):
     occurred_before: UtcDatetime | None = None
     as_of: UtcDatetime | None = Field(None, description="'now' for recency (default: now)")
     explain: bool = False
+    rerank: bool = Field(False, description="rerank the best candidates with the configured "
+                         "reranker (MEMORYD_RERANK_URL); 422 reranker_not_configured without")
 
 
 class UpdateRequest(Strict):
@@ -171,7 +173,8 @@ class ScoreExplanation(BaseModel):
     dense_rank: int | None = None
     keyword: float | None = None
     keyword_rank: int | None = None
-    relevance: float
+    rerank: float | None = Field(None, description="the reranker's score, when rerank was on")
+    relevance: float = Field(description="dense/keyword mix, or the rerank score")
     recency: float
     importance: float
     access: float

@@ -146,10 +146,12 @@ def label(score: float) -> str:
 
 
 def explanation(
-    c: Candidate, rel: float, parts: dict[str, float], final: float
+    c: Candidate, rel: float, parts: dict[str, float], final: float,
+    rerank: float | None = None,
 ) -> ScoreExplanation:
     return ScoreExplanation(
         dense=c.dense, dense_rank=c.dense_rank, keyword=c.keyword, keyword_rank=c.keyword_rank,
+        rerank=None if rerank is None else round(rerank, 6),
         relevance=round(rel, 6), recency=round(parts["recency"], 6),
         importance=round(parts["importance"], 6), access=round(parts["access"], 6),
         final=round(final, 6),

@@ -63,6 +63,13 @@ class Settings(BaseSettings):
     search_access_flush_s: float = Field(2.0, gt=0, le=300)
     search_neighbour_weight: float = Field(0.2, ge=0, le=1)
     search_context_hits: int = Field(2, ge=0, le=10)
+    # Optional rerank (`rerank: true`): a reranking server speaking the Cohere/Jina
+    # `POST {url}/rerank` protocol (vLLM, llama.cpp --reranking, Infinity, Xinference).
+    rerank_url: str | None = None
+    rerank_model: str = "reranker"
+    rerank_api_key: SecretStr | None = None
+    rerank_depth: int = Field(20, ge=1, le=100)
+    rerank_timeout_s: float = Field(5.0, gt=0)
 
     # Write policy.
     # Cosine at or above which a new memory is a semantic duplicate. Unset: the embedder's

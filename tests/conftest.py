@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fake_rerank_server import FakeRerankServer
 
 from shared.redis_runtime import RedisHandle, ensure_redis, free_port, redis_reachable
 from shared.settings import Settings
@@ -56,10 +57,22 @@ def stack_settings(data_dir: Path, redis_url: str, **overrides: Any) -> Settings
 
 
 @pytest.fixture(scope="session")
-def stack(redis_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def fake_reranker() -> Iterator[FakeRerankServer]:
+    server = FakeRerankServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def stack(
+    redis_server: str, tmp_path_factory: pytest.TempPathFactory, fake_reranker: FakeRerankServer
+) -> Iterator[Any]:
     from workers.stack import EmbeddedStack
 
-    settings = stack_settings(tmp_path_factory.mktemp("stack"), redis_db_url(redis_server, 1))
+    settings = stack_settings(tmp_path_factory.mktemp("stack"), redis_db_url(redis_server, 1),
+                              rerank_url=fake_reranker.url)
     embedded = EmbeddedStack(settings)
     embedded.prepare()
     embedded.start_in_background()

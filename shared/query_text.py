@@ -1,0 +1,55 @@
+"""How a search query's text is read before it is embedded.
+
+A multi-line query is a conversation excerpt (`POST /v1/context` builds one: earlier user
+turns, then the current one); its last line is the current turn, which hybrid search
+embeds once more on its own. Chat servers often pass transcript lines as they show them,
+`<Name>: "text"` or `Name: text`: the current turn is embedded without its speaker label
+and quotes (they are layout, and the speaker is known). The excerpt as a whole keeps its
+labels: there they say who said what, and stripping them lowered MADial recall@5 from
+0.596 to 0.565. Labels are recognised only when every line carries one, so ordinary text
+with a colon is never touched.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# A speaker label: "<Bart>:", "Bart:", "用户：", "Assistant :" — a short name, then a colon.
+_LABEL = re.compile(r"^\s*(?:<([^<>\n]{1,32})>|([^\s:：<>\"“”]{1,24}))\s*[:：]\s*")
+_QUOTES = "\"'“”‘’「」『』"
+
+
+@dataclass(frozen=True, slots=True)
+class QueryText:
+    """A query: `full` as given, and its non-empty lines with speaker labels removed."""
+
+    full: str
+    lines: tuple[str, ...]
+
+    @property
+    def current(self) -> str:
+        return self.lines[-1] if self.lines else self.full
+
+    @property
+    def is_excerpt(self) -> bool:
+        return len(self.lines) > 1
+
+
+def _unquote(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] in _QUOTES and text[-1] in _QUOTES:
+        return text[1:-1].strip()
+    return text
+
+
+def read_query(query: str) -> QueryText:
+    lines = [line.strip() for line in query.splitlines() if line.strip()]
+    if len(lines) > 1:
+        matches = [_LABEL.match(line) for line in lines]
+        if all(m is not None and m.end() < len(line) for m, line in zip(matches, lines,
+                                                                          strict=True)):
+            lines = [_unquote(line[m.end():]) for m, line in zip(matches, lines, strict=True)
+                     if m is not None]
+            lines = [line for line in lines if line]
+    return QueryText(query, tuple(lines))

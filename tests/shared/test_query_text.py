@@ -1,0 +1,36 @@
+from shared.query_text import read_query
+
+
+def test_transcript_labels_are_removed_from_the_lines_only() -> None:
+    query = (
+        '<Bart>:"对了，我要穿什么好呢？"\n<Assistant>:"穿上你最喜欢的表演服饰。"\nBart：我特别期待！'
+    )
+    text = read_query(query)
+    assert text.full == query
+    assert text.lines == ("对了，我要穿什么好呢？", "穿上你最喜欢的表演服饰。", "我特别期待！")
+    assert text.current == "我特别期待！"
+    assert text.is_excerpt
+
+
+def test_english_speaker_labels() -> None:
+    text = read_query("user: I moved to Berlin\nassistant: Nice!\nuser: where should I eat?")
+    assert text.current == "where should I eat?"
+
+
+def test_a_colon_in_ordinary_text_is_kept_unless_every_line_is_labelled() -> None:
+    text = read_query("Note: buy milk\nand eggs for Sunday")
+    assert text.lines == ("Note: buy milk", "and eggs for Sunday")
+    assert text.current == "and eggs for Sunday"
+
+
+def test_single_line_query_is_not_an_excerpt() -> None:
+    text = read_query("  What did Caroline do last week?  ")
+    assert not text.is_excerpt
+    assert text.current == "What did Caroline do last week?"
+
+
+def test_blank_lines_are_ignored_and_empty_query_keeps_its_text() -> None:
+    assert read_query("first\n\n   \nsecond").lines == ("first", "second")
+    empty = read_query("   ")
+    assert empty.lines == ()
+    assert empty.current == "   "
