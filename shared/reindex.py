@@ -105,7 +105,12 @@ def start(
 def status(rt: Runtime) -> dict[str, Any]:
     record = rt.index.view().record
     running = rt.redis.get(LOCK)
-    return {**record.model_dump(mode="json"), "running_job": _text(running) if running else None}
+    alias = rt.index.alias()
+    return {
+        **record.model_dump(mode="json", exclude={"previous"}),
+        "running_job": _text(running) if running else None,
+        "alias": alias[0] if alias else None, "alias_target": alias[1] if alias else None,
+    }
 
 
 def begin(rt: Runtime, args: dict[str, Any]) -> None:

@@ -304,3 +304,5 @@ class IndexStatus(BaseModel):
     embedder: str
     dim: int
     running_job: str | None = None
+    alias: str | None = Field(None, description="qdrant-client: the alias that follows it")
+    alias_target: str | None = Field(None, description="what Qdrant says the alias points at")

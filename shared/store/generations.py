@@ -156,6 +156,14 @@ class GenerationalStore(Store):
         if point is not None:
             point(self.home.collection + ALIAS_SUFFIX, collection)
 
+    def alias(self) -> tuple[str, str | None] | None:
+        """(alias, the collection Qdrant resolves it to); None where there are no aliases."""
+        target = getattr(self.home, "alias_target", None)
+        if target is None:
+            return None
+        name = self.home.collection + ALIAS_SUFFIX
+        return name, target(name)
+
     def refresh(self, generation: int | None = None) -> View:
         """Follow a switch made by another process (`generation`: the fence's number)."""
         view = self._current()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -25,7 +26,10 @@ ARGS = [
 HOSTILE = '<img src=x onerror="document.title=\'pwned\'"> 我在 <b>Hangzhou</b> 学习 pottery'
 
 
-def test_admin_page_search_and_edit(api: httpx.Client, base_url: str, tmp_path: Path) -> None:
+def test_admin_page_search_and_edit(
+    api: httpx.Client, base_url: str, tmp_path: Path,
+    record_property: Callable[[str, object], None],
+) -> None:
     if not Path(CHROMIUM).exists():
         pytest.skip("chromium is not installed (Debian: apt-get install chromium)")
     from playwright.sync_api import expect, sync_playwright
@@ -86,7 +90,7 @@ def test_admin_page_search_and_edit(api: httpx.Client, base_url: str, tmp_path: 
             ARTIFACTS.mkdir(exist_ok=True)
             shot = ARTIFACTS / "admin-page.png"
             page.screenshot(path=str(shot), full_page=True)
-            print(f"screenshot: {shot}")
+            record_property("screenshot", str(shot))
 
             # The key lives in this tab's session storage only.
             assert page.evaluate("sessionStorage.getItem('memoryd.key')") == KEY_A

@@ -7,6 +7,10 @@ re-embeds only what changed since the e5 generation (the content-hash reuse).
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -15,11 +19,10 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import KEY_A, redis_db_url, stack_settings
+from conftest import KEY_A, KEY_B, redis_db_url
 from helpers import save, search
 
-from shared.models import Owner
-from workers.stack import EmbeddedStack
+from shared.redis_runtime import free_port
 
 FACTS = [
     "I keep bees on the roof of my building", "My sister lives in Lisbon",
@@ -35,11 +38,46 @@ def _filler(n: int) -> list[str]:
             for i in range(n)]
 
 
-def _start_stack(data_dir: Path, redis_url: str, **overrides: Any) -> EmbeddedStack:
-    stack = EmbeddedStack(stack_settings(data_dir, redis_url, **overrides))
-    stack.prepare()
-    stack.start_in_background()
-    return stack
+class Stack:
+    """`memoryd up` in a subprocess: the Celery app and the runtime are process-wide, so
+    a second embedded stack inside the test process would share them with the session's."""
+
+    def __init__(self, data_dir: Path, redis_url: str, **env: str) -> None:
+        self.base = f"http://127.0.0.1:{free_port()}"
+        values = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+        values.update({"MEMORYD_REDIS_URL": redis_url, "MEMORYD_LOG_LEVEL": "WARNING",
+                       "MEMORYD_API_KEYS": f"{KEY_A}=tenant-a,{KEY_B}=tenant-b",
+                       "MEMORYD_LOG_JSON": "true", **env})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "workers.cli", "up", "--port", self.base.rsplit(":", 1)[1],
+             "--data-dir", str(data_dir)],
+            env=values, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(self.proc.stdout.read() if self.proc.stdout else "exited")
+            try:
+                if httpx.get(f"{self.base}/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise AssertionError("memoryd up did not become ready")
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.base, timeout=30,
+                            headers={"Authorization": f"Bearer {KEY_A}"})
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.communicate()
 
 
 @pytest.fixture()
@@ -108,9 +146,9 @@ def _ingest(api: httpx.Client, user: str, texts: list[str]) -> None:
 
 
 def test_reindex_keeps_answering_and_keeps_writes(redis_url: str, tmp_path: Path) -> None:
-    stack = _start_stack(tmp_path, redis_url)
-    base = f"http://127.0.0.1:{stack.settings.port}"
-    api = httpx.Client(base_url=base, timeout=30, headers={"Authorization": f"Bearer {KEY_A}"})
+    stack = Stack(tmp_path, redis_url)
+    base = stack.base
+    api = stack.client()
     searcher = Searcher(base, "alice")
     try:
         _ingest(api, "alice", FACTS)
@@ -161,7 +199,7 @@ def test_reindex_keeps_answering_and_keeps_writes(redis_url: str, tmp_path: Path
         assert job["result"]["embedder"] == "use" and job["result"]["dim"] == 512
         assert api.get("/v1/admin/index").json() == {
             "generation": 1, "collection": "memories_g1", "embedder": "use", "dim": 512,
-            "running_job": None}
+            "running_job": None, "alias": None, "alias_target": None}
 
         # Every write survived, in the new collection, searchable with the new model.
         carol = api.get("/v1/memories", params={"user_id": "carol", "limit": 200}).json()
@@ -174,13 +212,9 @@ def test_reindex_keeps_answering_and_keeps_writes(redis_url: str, tmp_path: Path
             FACTS[0])
 
         # After the switch: two new memories and one edit, then back to e5. Only those
-        # three, and any write that landed after the switch, are embedded; the rest reuse
-        # the e5 generation's vectors (same id, same text).
-        assert stack.runtime is not None
-        home = stack.runtime.index.home
-        carol_ids = [m["id"] for m in carol["items"]]
-        late = len(carol_ids) - len(home.get(Owner(tenant_id="tenant-a", user_id="carol"),
-                                             carol_ids))
+        # three, and writes that landed after the switch, are embedded; the rest reuse the
+        # e5 generation's vectors (same id, same text).
+        late = sum(1 for w in written if w[2] != "copying")
         assert save(api, "alice", "I adopted a greyhound called Pixel").status_code == 201
         assert save(api, "alice", "我下个月要去成都出差").status_code == 201
         alice = api.get("/v1/memories", params={"user_id": "alice", "limit": 200}).json()
@@ -192,8 +226,9 @@ def test_reindex_keeps_answering_and_keeps_writes(redis_url: str, tmp_path: Path
         assert back.status_code == 202, back.text
         job = _wait(api, back.json()["job_id"])
         assert job["status"] == "succeeded", job
-        assert job["result"]["embedded"] == 3 + late, job["result"]
-        assert job["result"]["reused"] == job["result"]["points"] - 3 - late
+        result = job["result"]
+        assert 3 <= result["embedded"] <= 3 + late, (result, written)
+        assert result["reused"] == result["points"] - result["embedded"] >= 60
         assert search(api, "alice", "which dog did I adopt?", top_k=1)[0]["memory"][
             "content"] == "I adopted a greyhound called Pixel"
 
@@ -207,13 +242,36 @@ def test_reindex_keeps_answering_and_keeps_writes(redis_url: str, tmp_path: Path
         stack.stop()
 
     # The pointer is durable: a restart configured for another model follows the store.
-    again_stack = _start_stack(tmp_path, redis_url, embedder="use")
+    again_stack = Stack(tmp_path, redis_url, MEMORYD_EMBEDDER="use")
     try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{again_stack.settings.port}", timeout=30,
-                          headers={"Authorization": f"Bearer {KEY_A}"}) as client:
+        with again_stack.client() as client:
             index = client.get("/v1/admin/index").json()
             assert (index["generation"], index["embedder"]) == (2, "e5-small")
             assert search(client, "alice", "我喝什么茶", top_k=1)[0]["memory"]["content"] == (
                 FACTS[2])
     finally:
         again_stack.stop()
+
+
+def test_reindex_moves_the_alias_with_qdrant_client(redis_url: str, tmp_path: Path) -> None:
+    """qdrant-client (local mode here, the server in production): the alias
+    `memories_active` follows the switch; the home collection keeps the audit trail."""
+    stack = Stack(tmp_path, redis_url, MEMORYD_QDRANT_LOCAL_PATH=str(tmp_path / "qdrant"))
+    try:
+        with stack.client() as api:
+            index = api.get("/v1/admin/index").json()
+            assert (index["alias"], index["alias_target"]) == ("memories_active", "memories")
+            _ingest(api, "dora", FACTS[:4])
+            memory_id = search(api, "dora", "my sister", top_k=1)[0]["memory"]["id"]
+            started = api.post("/v1/admin/reindex", json={"embedder": "use"})
+            job = _wait(api, started.json()["job_id"])
+            assert job["status"] == "succeeded", job
+            assert (job["progress"]["done"], job["result"]["embedded"]) == (4, 4)
+            index = api.get("/v1/admin/index").json()
+            assert (index["alias"], index["alias_target"]) == ("memories_active", "memories_g1")
+            hit = search(api, "dora", "where does my sister live?", top_k=1)[0]
+            assert hit["memory"]["id"] == memory_id
+            users = api.get("/v1/users", params={"prefix": "do"}).json()
+            assert users["items"] == [{"user_id": "dora", "memories": 4}]
+    finally:
+        stack.stop()
