@@ -5,8 +5,10 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
+from api.index_pin import PinIndexMiddleware
 from api.middleware import BodyLimitMiddleware, RequestIdMiddleware
-from api.routers import context, health, interactions, jobs, memories, search
+from api.routers import admin, context, health, interactions, jobs, memories, search, users
+from api.ui import AdminPage
 from shared.auth import KeyRing
 from shared.runtime import Runtime
 
@@ -30,4 +32,8 @@ def create_app(runtime: Runtime, keyring: KeyRing) -> FastAPI:
     install_error_handlers(app)
     for module in (interactions, memories, search, context, jobs, health):
         app.include_router(module.router)
+    app.add_middleware(PinIndexMiddleware, runtime=runtime)
+    for module in (users, admin):
+        app.include_router(module.router)
+    app.mount("/ui", AdminPage(), name="ui")
     return app

@@ -32,8 +32,15 @@ def _request_id(request: Request) -> str | None:
     return str(value) if value else None
 
 
+def require_admin(tenant: Annotated[str, Depends(_tenant)]) -> str:
+    """The one place operator endpoints are guarded. Any valid key passes for now; key
+    scopes plug in here (a key without the admin scope answers 403)."""
+    return tenant
+
+
 RuntimeDep = Annotated[Runtime, Depends(_runtime)]
 TenantDep = Annotated[str, Depends(_tenant)]
+AdminDep = Annotated[str, Depends(require_admin)]
 RequestIdDep = Annotated[str | None, Depends(_request_id)]
 
 

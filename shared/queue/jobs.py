@@ -78,6 +78,10 @@ class JobStore:
     def mark_failed(self, job_id: str, error: dict[str, Any]) -> None:
         self._set(job_id, status=JobStatus.FAILED.value, error=json.dumps(error))
 
+    def set_progress(self, job_id: str, progress: dict[str, Any]) -> None:
+        """How far a long job is (re-embedding: phase, done / total)."""
+        self._set(job_id, progress=json.dumps(progress))
+
     def _raw(self, job_id: str) -> dict[str, str]:
         return {
             (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
@@ -104,6 +108,7 @@ class JobStore:
             attempts=int(raw.get("attempts", 0)),
             result=json.loads(raw["result"]) if raw.get("result") else None,
             error=json.loads(raw["error"]) if raw.get("error") else None,
+            progress=json.loads(raw["progress"]) if raw.get("progress") else None,
             created_at=raw.get("created_at"),
             updated_at=raw.get("updated_at"),
         )

@@ -17,6 +17,9 @@ class TaskName(StrEnum):
     DELETE = "memory.delete"
     FORGET = "memory.forget"
     FLUSH_ACCESS = "memory.flush_access"  # batched access statistics from searches
+    REINDEX = "index.reindex"  # re-embedding: create the target, start copying
+    REINDEX_BATCH = "index.reindex_batch"  # one batch of points; enqueues the next
+    REINDEX_SWITCH = "index.reindex_switch"  # catch up with writes, switch atomically
 
 
 QUEUE_OF: dict[TaskName, QueueName] = {
@@ -26,4 +29,7 @@ QUEUE_OF: dict[TaskName, QueueName] = {
     TaskName.DELETE: QueueName.MEMORY,
     TaskName.FORGET: QueueName.MEMORY,
     TaskName.FLUSH_ACCESS: QueueName.MEMORY,
+    TaskName.REINDEX: QueueName.MEMORY,
+    TaskName.REINDEX_BATCH: QueueName.MEMORY,
+    TaskName.REINDEX_SWITCH: QueueName.MEMORY,
 }

@@ -76,7 +76,9 @@ class MemoryTask(Task[Any, dict[str, Any]]):
             done = get_runtime().jobs.begin(job_id) if self.tracks_job else None
             if done is not None:
                 return done
-            return action(MemoryWriter(get_runtime()), model.model_validate(command), job_id)
+            # One index generation for the whole run: a re-embedding switches between tasks.
+            with get_runtime().index.writing():
+                return action(MemoryWriter(get_runtime()), model.model_validate(command), job_id)
 
     @contextmanager
     def context(self, command: dict[str, Any]) -> Iterator[str]:
@@ -88,3 +90,21 @@ class MemoryTask(Task[Any, dict[str, Any]]):
             attempt=self.request.retries,
         ):
             yield job_id
+
+
+class ReindexTask(MemoryTask):
+    """Re-embedding steps keep their job's state themselves (progress, one job over many
+    tasks); a step that fails for good fails that job and frees the re-embedding lock."""
+
+    abstract = True
+    tracks_job = False
+
+    def on_failure(
+        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
+    ) -> None:
+        from shared import reindex
+
+        super().on_failure(exc, task_id, args, kwargs, einfo)
+        step = kwargs.get("step") or kwargs.get("command")
+        if isinstance(step, dict) and step.get("job_id"):
+            reindex.fail(get_runtime(), str(step["job_id"]), error_body(exc))

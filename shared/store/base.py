@@ -204,6 +204,21 @@ class Store(ABC):
         conds = scoped(owner, [Match("memory_id", memory_id)])
         return self._read_audit(conds, limit)
 
+    def user_counts(self, tenant_id: str, limit: int) -> list[tuple[str, int]]:
+        """A tenant's user ids with their memory counts (at most `limit`, most memories first)."""
+        return self._facet(AllOf((Match("tenant_id", tenant_id),)), "user_id", limit)
+
+    # ---- maintenance (re-embedding): every tenant, so never reachable from a request ----
+
+    def scan(
+        self, offset: str | None, limit: int, with_vectors: bool = False
+    ) -> tuple[list[StoredPoint], str | None]:
+        """All points in id order, a page at a time; `offset` is the previous page's next one."""
+        return self._scan(offset, limit, with_vectors)
+
+    def count_all(self) -> int:
+        return self._count(AllOf(()))
+
     # ---- lifecycle ------------------------------------------------------------
 
     def ensure_schema(self, embedding_model: str, dim: int) -> None:
@@ -227,6 +242,15 @@ class Store(ABC):
     def close(self) -> None: ...
 
     # ---- adapter primitives ---------------------------------------------------
+
+    @abstractmethod
+    def sibling(self, collection: str) -> Store:
+        """Another memory collection on the same engine and connection (re-embedding builds
+        one); it has no audit trail of its own: that stays with the store it came from."""
+
+    @abstractmethod
+    def drop(self) -> None:
+        """Remove this store's memory collection for good (an old re-embedding generation)."""
 
     @abstractmethod
     def _create_if_missing(self, dim: int) -> None: ...
@@ -254,6 +278,14 @@ class Store(ABC):
 
     @abstractmethod
     def _count(self, cond: AllOf) -> int: ...
+
+    @abstractmethod
+    def _scan(
+        self, offset: str | None, limit: int, with_vectors: bool
+    ) -> tuple[list[StoredPoint], str | None]: ...
+
+    @abstractmethod
+    def _facet(self, cond: AllOf, key: str, limit: int) -> list[tuple[str, int]]: ...
 
     @abstractmethod
     def _set_payload(self, cond: AllOf, payload: dict[str, Any]) -> None: ...

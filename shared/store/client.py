@@ -110,6 +110,7 @@ class QdrantClientStore(Store):
             self._client = QdrantClient(url=url, api_key=api_key, timeout=int(max(timeout_s, 1)))
             self._lock = None
             self._indexes = True
+        self._shares_client = False
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -129,6 +130,34 @@ class QdrantClientStore(Store):
     def _call(self, fn: Callable[[], T]) -> T:
         with self._guard():
             return fn()
+
+    def sibling(self, collection: str) -> QdrantClientStore:
+        # One client (local mode locks its directory to one client per process).
+        other = object.__new__(QdrantClientStore)
+        Store.__init__(other, collection)
+        other._audit_collection = self._audit_collection
+        other._client, other._lock, other._indexes = self._client, self._lock, self._indexes
+        other._shares_client = True
+        return other
+
+    def drop(self) -> None:
+        self._call(lambda: self._client.delete_collection(self.collection))
+
+    def point_alias(self, alias: str, collection: str) -> None:
+        """Point `alias` at `collection` in one request (delete + create is atomic in Qdrant)."""
+        ops: list[Any] = []
+        if alias in {a.alias_name for a in self._call(
+            lambda: self._client.get_aliases().aliases
+        )}:
+            ops.append(qm.DeleteAliasOperation(delete_alias=qm.DeleteAlias(alias_name=alias)))
+        ops.append(qm.CreateAliasOperation(
+            create_alias=qm.CreateAlias(collection_name=collection, alias_name=alias)
+        ))
+        self._call(lambda: self._client.update_collection_aliases(ops))
+
+    def alias_target(self, alias: str) -> str | None:
+        aliases = self._call(lambda: self._client.get_aliases().aliases)
+        return next((a.collection_name for a in aliases if a.alias_name == alias), None)
 
     def _create_if_missing(self, dim: int) -> None:
         with self._guard():
@@ -176,6 +205,8 @@ class QdrantClientStore(Store):
         self._call(lambda: self._client.get_collections())
 
     def close(self) -> None:
+        if self._shares_client:
+            return
         with contextlib.suppress(Exception):
             self._client.close()
 
@@ -233,6 +264,21 @@ class QdrantClientStore(Store):
         return self._call(lambda: self._client.count(
             self.collection, count_filter=_filter(cond), exact=True
         ).count)
+
+    def _scan(
+        self, offset: str | None, limit: int, with_vectors: bool
+    ) -> tuple[list[StoredPoint], str | None]:
+        records, next_offset = self._call(lambda: self._client.scroll(
+            self.collection, offset=offset, limit=limit, with_payload=True,
+            with_vectors=[DENSE] if with_vectors else False,
+        ))
+        return [self._point(r) for r in records], (str(next_offset) if next_offset else None)
+
+    def _facet(self, cond: AllOf, key: str, limit: int) -> list[tuple[str, int]]:
+        found = self._call(lambda: self._client.facet(
+            self.collection, key, facet_filter=_filter(cond), limit=limit, exact=True
+        ))
+        return [(str(hit.value), int(hit.count)) for hit in found.hits]
 
     def _set_payload(self, cond: AllOf, payload: dict[str, Any]) -> None:
         self._call(lambda: self._client.set_payload(

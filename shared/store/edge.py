@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -88,12 +89,20 @@ def _filter(cond: AllOf) -> qe.Filter:
 
 
 class EdgeStore(Store):
-    def __init__(self, root: Path, collection: str) -> None:
+    def __init__(self, root: Path, collection: str, *, audit: bool = True) -> None:
         super().__init__(collection)
         self._root = root
         self._mem: qe.EdgeShard | None = None
         self._audit: qe.EdgeShard | None = None
+        self._with_audit = audit
         self._lock = threading.Lock()
+
+    def sibling(self, collection: str) -> EdgeStore:
+        return EdgeStore(self._root, collection, audit=False)
+
+    def drop(self) -> None:
+        self.close()
+        shutil.rmtree(self._root / self.collection, ignore_errors=True)
 
     @property
     def _shard(self) -> qe.EdgeShard:
@@ -130,14 +139,21 @@ class EdgeStore(Store):
                 sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
             )
             self._mem = self._open(self._root / self.collection, mem_config)
+            if not self._with_audit:
+                self._ensure_indexes(((self._mem, MEMORY_INDEXES),))
+                return
             audit_config = qe.EdgeConfig(
                 vectors={_AUDIT_VECTOR: qe.EdgeVectorParams(size=1, distance=qe.Distance.Dot)}
             )
             self._audit = self._open(self._root / f"{self.collection}_audit", audit_config)
-            self._ensure_indexes()
+            self._ensure_indexes(
+                ((self._shard, MEMORY_INDEXES), (self._audit_shard, AUDIT_INDEXES))
+            )
 
-    def _ensure_indexes(self) -> None:
-        for shard, indexes in ((self._shard, MEMORY_INDEXES), (self._audit_shard, AUDIT_INDEXES)):
+    def _ensure_indexes(
+        self, shards: Sequence[tuple[qe.EdgeShard, tuple[tuple[str, str], ...]]]
+    ) -> None:
+        for shard, indexes in shards:
             existing = set(shard.info().payload_schema)
             for name, kind in indexes:
                 if name in existing:
@@ -179,7 +195,8 @@ class EdgeStore(Store):
 
     def flush(self) -> None:
         self._shard.flush()
-        self._audit_shard.flush()
+        if self._with_audit:
+            self._audit_shard.flush()
 
     def _upsert(self, points: Sequence[PointData]) -> None:
         converted = []
@@ -231,6 +248,20 @@ class EdgeStore(Store):
 
     def _count(self, cond: AllOf) -> int:
         return self._shard.count(qe.CountRequest(exact=True, filter=_filter(cond)))
+
+    def _scan(
+        self, offset: str | None, limit: int, with_vectors: bool
+    ) -> tuple[list[StoredPoint], str | None]:
+        records, next_offset = self._shard.scroll(qe.ScrollRequest(
+            offset=offset, limit=limit, with_payload=True,
+            with_vector=[DENSE] if with_vectors else False,
+        ))
+        return [self._point(r) for r in records], (str(next_offset) if next_offset else None)
+
+    def _facet(self, cond: AllOf, key: str, limit: int) -> list[tuple[str, int]]:
+        found = self._shard.facet(qe.FacetRequest(key, limit=limit, exact=True,
+                                                  filter=_filter(cond)))
+        return [(str(hit.value), int(hit.count)) for hit in found.hits]
 
     def _set_payload(self, cond: AllOf, payload: dict[str, Any]) -> None:
         self._shard.update(qe.UpdateOperation.set_payload_by_filter(_filter(cond), payload))

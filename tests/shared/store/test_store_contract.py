@@ -162,3 +162,32 @@ def test_reopen_keeps_data_and_refuses_another_model(kind: str, tmp_path: Path) 
         other.ensure_schema("other-model", 16)
     assert "test-model" in err.value.message and "other-model" in err.value.message
     other.close()
+
+
+def test_scan_counts_users_and_siblings(store: Store) -> None:
+    """The maintenance calls re-embedding uses: every point in pages, user counts per
+    tenant, and a sibling collection of another dimension on the same engine."""
+    for i in range(5):
+        store.upsert(ALICE, [point(ALICE, f"alice {i}", i)])
+    store.upsert(BOB, [point(BOB, "bob", 9)])
+    store.upsert(MALLORY, [point(MALLORY, "mallory", 9)])
+    seen, offset = [], None
+    while True:
+        page, offset = store.scan(offset, 3, with_vectors=True)
+        assert all(p.dense is not None and len(p.dense) == DIM for p in page)
+        seen.extend(p.payload["content"] for p in page)
+        if offset is None:
+            break
+    assert sorted(seen) == sorted([f"alice {i}" for i in range(5)] + ["bob", "mallory"])
+    assert store.count_all() == 7
+    assert sorted(store.user_counts("t1", 10)) == [("alice", 5), ("bob", 1)]
+    assert store.user_counts("t2", 10) == [("alice", 1)]
+
+    other = store.sibling("memories_g1")
+    other._create_if_missing(DIM * 2)
+    wide = PointData(str(uuid.uuid4()), point(BOB, "wide", 1).payload, vec(1) * 2)
+    other.upsert(BOB, [wide])
+    assert [p.id for p in other.get(BOB, [wide.id])] == [wide.id]
+    assert store.get(BOB, [wide.id]) == [] and store.count_all() == 7
+    other.drop()
+    assert store.count_all() == 7

@@ -1,0 +1,26 @@
+"""GET /v1/users: the user ids of the caller's tenant (the admin page picks one)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from api.deps import RuntimeDep, TenantDep
+from shared.schemas import ErrorBody, UserPage
+from shared.users import list_users
+
+router = APIRouter(prefix="/v1", tags=["users"])
+
+
+@router.get("/users", response_model=UserPage,
+            responses={401: {"model": ErrorBody}, 422: {"model": ErrorBody}})
+def get_users(
+    rt: RuntimeDep,
+    tenant: TenantDep,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    cursor: Annotated[str | None, Query(max_length=128, description="next_cursor")] = None,
+    prefix: Annotated[str | None, Query(max_length=128)] = None,
+) -> UserPage:
+    """Users with at least one memory, by id, with how many memories each has."""
+    return list_users(rt, tenant, limit, cursor, prefix)
