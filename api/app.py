@@ -6,8 +6,11 @@ from fastapi import FastAPI
 
 from api.errors import install_error_handlers
 from api.middleware import BodyLimitMiddleware, RequestIdMiddleware
-from api.routers import context, health, interactions, jobs, memories, search
+from api.routers import context, health, interactions, jobs, memories, search, transfer
+from api.routers import metrics as metrics_router
 from shared.auth import KeyRing
+from shared.metrics import RequestMetricsMiddleware, StackCollector
+from shared.queue import task_metrics
 from shared.runtime import Runtime
 
 DESCRIPTION = """
@@ -29,5 +32,11 @@ def create_app(runtime: Runtime, keyring: KeyRing) -> FastAPI:
     app.add_middleware(RequestIdMiddleware)
     install_error_handlers(app)
     for module in (interactions, memories, search, context, jobs, health):
+        app.include_router(module.router)
+    # Operations: /metrics, export and import (outermost middleware, so 413s are timed too).
+    app.state.metrics = StackCollector(runtime)
+    task_metrics.connect()
+    app.add_middleware(RequestMetricsMiddleware)
+    for module in (metrics_router, transfer):
         app.include_router(module.router)
     return app

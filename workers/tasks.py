@@ -12,11 +12,15 @@ from shared.commands import (
     SaveCommand,
     UpdateCommand,
 )
+from shared.queue import task_metrics
 from shared.queue.celery_app import app
 from shared.queue.names import TaskName
 from shared.queue.task_base import MemoryTask
 from shared.runtime import get_runtime
+from shared.transfer import ImportCommand, run_import
 from shared.writes import MemoryWriter
+
+task_metrics.connect()  # every worker process counts its task runs (shared/metrics.py)
 
 
 @app.task(name=TaskName.INGEST.value, base=MemoryTask, bind=True)
@@ -47,3 +51,8 @@ def forget(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
 @app.task(name=TaskName.FLUSH_ACCESS.value, base=MemoryTask, bind=True, tracks_job=False)
 def flush_access(self: MemoryTask) -> dict[str, Any]:
     return access.flush_and_reschedule(get_runtime())
+
+
+@app.task(name=TaskName.IMPORT.value, base=MemoryTask, bind=True)
+def import_records(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
+    return self.run_command(command, ImportCommand, run_import)

@@ -138,6 +138,10 @@ class Store(ABC):
     def count(self, owner: Owner, conditions: Sequence[Condition] = ()) -> int:
         return self._count(scoped(owner, conditions))
 
+    def count_all(self) -> int:
+        """Every stored memory of every owner: a number for /metrics, never their content."""
+        return self._count(AllOf(()))
+
     def set_payload(self, owner: Owner, ids: Sequence[str], payload: dict[str, Any]) -> None:
         if ids:
             self._set_payload(scoped(owner, [IdIn(tuple(ids))]), payload)
