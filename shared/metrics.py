@@ -114,8 +114,10 @@ def queue_keys(queue: str) -> list[str]:
 class StackCollector(Collector):
     """Read at scrape: task counters from Redis, queue depths, the stored-memory count."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, count_ttl_s: float | None = None) -> None:
         self.rt = runtime
+        self.count_ttl_s = runtime.settings.metrics_count_ttl_s if count_ttl_s is None else (
+            count_ttl_s)
         self._count_lock = threading.Lock()
         self._count: tuple[float, int] | None = None
         self.registry = CollectorRegistry(auto_describe=False)
@@ -131,8 +133,7 @@ class StackCollector(Collector):
         if stored is not None:
             gauge = GaugeMetricFamily(
                 "memoryd_memories_stored",
-                "Memories in the store, all tenants (sampled, cached "
-                f"{self.rt.settings.metrics_count_ttl_s:g} s)",
+                f"Memories in the store, all tenants (sampled, cached {self.count_ttl_s:g} s)",
             )
             gauge.add_metric([], stored)
             yield gauge
@@ -206,7 +207,7 @@ class StackCollector(Collector):
         yield from (depth, unacked)
 
     def _stored(self) -> int | None:
-        ttl = self.rt.settings.metrics_count_ttl_s
+        ttl = self.count_ttl_s
         with self._count_lock:
             now = time.monotonic()
             if self._count is not None and now - self._count[0] < ttl:
