@@ -4,6 +4,8 @@ including the messages for a stack that is down, a wrong key and a bad file."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -124,3 +126,12 @@ def test_status_history_reindex(run: Invoke, user: str) -> None:
     reindex = run("reindex", "--embedder", "use")
     assert "Traceback" not in reindex.output
     assert reindex.exit_code == 0 or "no POST /v1/admin/reindex" in reindex.output
+
+
+def test_bench_runs_the_benchmark_script() -> None:
+    # Options pass through to ops/bench.py; a bad one is its error, not the CLI's. (The
+    # benchmark itself takes minutes: tests/ops/test_bench_smoke.py runs it.)
+    done = subprocess.run([sys.executable, "-m", "workers.cli", "bench", "--phases", "nonsense"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "bench.py: error: --phases: unknown ['nonsense']" in done.stderr
