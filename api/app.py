@@ -7,9 +7,22 @@ from fastapi import FastAPI
 from api.errors import install_error_handlers
 from api.index_pin import PinIndexMiddleware
 from api.middleware import BodyLimitMiddleware, RequestIdMiddleware
-from api.routers import admin, context, health, interactions, jobs, memories, search, users
+from api.routers import (
+    admin,
+    context,
+    health,
+    interactions,
+    jobs,
+    memories,
+    search,
+    transfer,
+    users,
+)
+from api.routers import metrics as metrics_router
 from api.ui import AdminPage
 from shared.auth import KeyRing
+from shared.metrics import RequestMetricsMiddleware, StackCollector
+from shared.queue import task_metrics
 from shared.runtime import Runtime
 
 DESCRIPTION = """
@@ -36,4 +49,10 @@ def create_app(runtime: Runtime, keyring: KeyRing) -> FastAPI:
     for module in (users, admin):
         app.include_router(module.router)
     app.mount("/ui", AdminPage(), name="ui")
+    # Operations: /metrics, export and import (outermost middleware, so 413s are timed too).
+    app.state.metrics = StackCollector(runtime)
+    task_metrics.connect()
+    app.add_middleware(RequestMetricsMiddleware)
+    for module in (metrics_router, transfer):
+        app.include_router(module.router)
     return app

@@ -100,6 +100,11 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     log_json: bool | None = None  # None: JSON off a TTY, console on one
 
+    # Operations: /metrics (open unless a token is set), import limits.
+    metrics_token: SecretStr | None = None
+    metrics_count_ttl_s: float = Field(30.0, ge=0)  # stored-memory count is cached this long
+    import_max_records: int = Field(1000, ge=1, le=100_000)  # records per POST /v1/import
+
     @field_validator("redis_url")
     @classmethod
     def _redis_scheme(cls, value: str) -> str:

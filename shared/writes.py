@@ -249,8 +249,9 @@ class MemoryWriter:
             thread_id=c.thread_id, thread_seq=thread_seq if c.thread_id else None,
             key=c.key, tags=c.tags, importance=c.importance,
             confidence=c.confidence, source=c.source, occurred_at=c.occurred_at,
-            created_at=previous.created_at if previous else now, updated_at=now,
+            created_at=previous.created_at if previous else (c.created_at or now), updated_at=now,
             embedding_model=self.rt.embedder.name, job_id=job_id, metadata=c.metadata,
+            enabled=c.enabled,
         )
         store.upsert(owner, [PointData(
             record.id, record.to_payload(), vector.tolist(), keyword_vector(record.content)

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from shared.errors import AppError
 from shared.settings import Settings
+from workers import cli_commands
 
 app = typer.Typer(help="memoryd: long-term memory for chat agents.", no_args_is_help=True)
 console = Console(stderr=False)
@@ -122,6 +123,11 @@ def eval_(
     except EvalError as exc:
         console.print(f"[red]memoryd eval failed:[/red] {exc}")
         raise typer.Exit(1) from exc
+
+
+# Commands that talk to a running stack over HTTP (status, search, add, list, forget,
+# history, export, import, reindex, bench): workers/cli_commands.py.
+cli_commands.register(app)
 
 
 def main() -> None:

@@ -12,11 +12,15 @@ from shared.commands import (
     SaveCommand,
     UpdateCommand,
 )
+from shared.queue import task_metrics
 from shared.queue.celery_app import app
 from shared.queue.names import TaskName
 from shared.queue.task_base import MemoryTask, ReindexTask
 from shared.runtime import get_runtime
+from shared.transfer import ImportCommand, run_import
 from shared.writes import MemoryWriter
+
+task_metrics.connect()  # every worker process counts its task runs (shared/metrics.py)
 
 
 @app.task(name=TaskName.INGEST.value, base=MemoryTask, bind=True)
@@ -67,3 +71,6 @@ def reindex_batch(self: ReindexTask, step: dict[str, Any]) -> dict[str, Any]:
 def reindex_switch(self: ReindexTask, step: dict[str, Any]) -> dict[str, Any]:
     with self.context(step):
         return reindex.switch(get_runtime(), step)
+@app.task(name=TaskName.IMPORT.value, base=MemoryTask, bind=True)
+def import_records(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
+    return self.run_command(command, ImportCommand, run_import)

@@ -22,3 +22,6 @@ class Candidate:
     key: str | None = None
     thread_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Imports carry the original creation time and state; everything else starts now, enabled.
+    created_at: datetime | None = None
+    enabled: bool = True

@@ -20,6 +20,7 @@ class TaskName(StrEnum):
     REINDEX = "index.reindex"  # re-embedding: create the target, start copying
     REINDEX_BATCH = "index.reindex_batch"  # one batch of points; enqueues the next
     REINDEX_SWITCH = "index.reindex_switch"  # catch up with writes, switch atomically
+    IMPORT = "memory.import"  # POST /v1/import: a batch of explicit saves, source=import
 
 
 QUEUE_OF: dict[TaskName, QueueName] = {
@@ -32,4 +33,5 @@ QUEUE_OF: dict[TaskName, QueueName] = {
     TaskName.REINDEX: QueueName.MEMORY,
     TaskName.REINDEX_BATCH: QueueName.MEMORY,
     TaskName.REINDEX_SWITCH: QueueName.MEMORY,
+    TaskName.IMPORT: QueueName.MEMORY,
 }

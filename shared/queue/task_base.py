@@ -33,6 +33,13 @@ def error_body(exc: BaseException) -> dict[str, Any]:
     return {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}
 
 
+def _origin(task_id: str, kwargs: Any) -> dict[str, Any]:
+    """Ids for the hooks Celery calls after the task's log context has been left."""
+    command = kwargs.get("command") if isinstance(kwargs, dict) else None
+    request_id = command.get("request_id") if isinstance(command, dict) else None
+    return {"task_id": task_id, "job_id": task_id, "request_id": request_id}
+
+
 class MemoryTask(Task[Any, dict[str, Any]]):
     abstract = True
     acks_late = True
@@ -50,7 +57,7 @@ class MemoryTask(Task[Any, dict[str, Any]]):
     def on_retry(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
     ) -> None:
-        log.warning("task_retrying", error=str(exc))
+        log.warning("task_retrying", error=str(exc), **_origin(task_id, kwargs))
         if self.tracks_job:
             get_runtime().jobs.mark_retrying(task_id, error_body(exc))
 
@@ -61,7 +68,8 @@ class MemoryTask(Task[Any, dict[str, Any]]):
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
     ) -> None:
-        log.error("task_failed", error=str(exc), exc_info=not isinstance(exc, AppError))
+        log.error("task_failed", error=str(exc), exc_info=not isinstance(exc, AppError),
+                  **_origin(task_id, kwargs))
         if self.tracks_job:
             get_runtime().jobs.mark_failed(task_id, error_body(exc))
 
@@ -78,7 +86,10 @@ class MemoryTask(Task[Any, dict[str, Any]]):
                 return done
             # One index generation for the whole run: a re-embedding switches between tasks.
             with get_runtime().index.writing():
-                return action(MemoryWriter(get_runtime()), model.model_validate(command), job_id)
+                result = action(MemoryWriter(get_runtime()), model.model_validate(command),
+                                job_id)
+            log.info("task_succeeded")
+            return result
 
     @contextmanager
     def context(self, command: dict[str, Any]) -> Iterator[str]:

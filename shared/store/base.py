@@ -138,6 +138,10 @@ class Store(ABC):
     def count(self, owner: Owner, conditions: Sequence[Condition] = ()) -> int:
         return self._count(scoped(owner, conditions))
 
+    def count_all(self) -> int:
+        """Every stored memory of every owner: a number for /metrics, never their content."""
+        return self._count(AllOf(()))
+
     def set_payload(self, owner: Owner, ids: Sequence[str], payload: dict[str, Any]) -> None:
         if ids:
             self._set_payload(scoped(owner, [IdIn(tuple(ids))]), payload)
@@ -215,9 +219,6 @@ class Store(ABC):
     ) -> tuple[list[StoredPoint], str | None]:
         """All points in id order, a page at a time; `offset` is the previous page's next one."""
         return self._scan(offset, limit, with_vectors)
-
-    def count_all(self) -> int:
-        return self._count(AllOf(()))
 
     # ---- lifecycle ------------------------------------------------------------
 

@@ -1,0 +1,155 @@
+"""`MemorydClient`: the blocking client. Every method is one request built in `calls`."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from shared.client import calls
+from shared.client.calls import Call, RetryPolicy
+from shared.client.errors import ConnectionFailed, JobTimeout
+from shared.schemas import (
+    ContextResponse,
+    JobAccepted,
+    JobView,
+    MemoryPage,
+    MemoryView,
+    Message,
+    SaveResult,
+    SearchResponse,
+)
+
+T = TypeVar("T")
+
+
+class MemorydClient:
+    def __init__(
+        self, base_url: str, api_key: str | None = None, *, timeout: float = 30.0,
+        retry: RetryPolicy | None = None, transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        self.base_url = base_url.rstrip("/")
+        self.retry = retry or RetryPolicy()
+        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout,
+                                  transport=transport)
+
+    def __enter__(self) -> MemorydClient:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, call: Call[Any], stream: bool = False) -> httpx.Response:
+        attempt = 0
+        while True:
+            try:
+                response = self._http.send(call.request(self._http), stream=stream)
+            except httpx.TransportError as exc:
+                raise ConnectionFailed(
+                    f"memoryd is not reachable at {self.base_url}: {exc}", code="unreachable"
+                ) from exc
+            if (not call.retry or response.status_code not in calls.RETRY_STATUSES
+                    or attempt + 1 >= self.retry.attempts):
+                return response
+            response.close()
+            time.sleep(self.retry.delay(attempt, response))
+            attempt += 1
+
+    def _run(self, call: Call[T]) -> T:
+        return call.parse(self._send(call))
+
+    # ---- writes -------------------------------------------------------------------
+
+    def add_interaction(self, user_id: str, messages: Sequence[Message | dict[str, Any]],
+                        **fields: Any) -> JobAccepted:
+        """Enqueue a finished interaction (`thread_id`, `extract`, `idempotency_key`, …)."""
+        return self._run(calls.add_interaction(user_id, messages, **fields))
+
+    def save(self, user_id: str, content: str, *, wait: float | None = None,
+             **fields: Any) -> SaveResult | JobAccepted:
+        """Explicit save; with `wait` the outcome (added / duplicate / updated) if it came."""
+        return self._run(calls.save(user_id, content, wait, **fields))
+
+    def update(self, user_id: str, memory_id: str, *, wait: float | None = None,
+               **changes: Any) -> JobAccepted | dict[str, Any]:
+        return self._run(calls.update(user_id, memory_id, wait, **changes))
+
+    def forget(self, user_id: str, memory_id: str | None = None, *,
+               thread_id: str | None = None, before: datetime | None = None,
+               after: datetime | None = None, all: bool = False,
+               wait: float | None = None) -> JobAccepted | dict[str, Any]:
+        """One memory by id, or many by thread and/or `occurred_at` range (or `all`)."""
+        return self._run(calls.forget(user_id, memory_id, thread_id=thread_id, before=before,
+                                      after=after, all=all, wait=wait))
+
+    def import_records(self, user_id: str, records: bytes | Iterable[dict[str, Any]],
+                       idempotency_key: str | None = None) -> JobAccepted:
+        return self._run(calls.import_records(user_id, records, idempotency_key))
+
+    def reindex(self, **body: Any) -> Any:
+        return self._run(calls.reindex(**body))
+
+    # ---- reads --------------------------------------------------------------------
+
+    def search(self, user_id: str, query: str, **options: Any) -> SearchResponse:
+        return self._run(calls.search(user_id, query, **options))
+
+    def context(self, user_id: str, query: str, **options: Any) -> ContextResponse:
+        return self._run(calls.context(user_id, query, **options))
+
+    def list(self, user_id: str, **filters: Any) -> MemoryPage:
+        """One page (`type`, `tag`, `scope`, `project`, `sort`, `limit`, `cursor`)."""
+        return self._run(calls.list_memories(user_id, **filters))
+
+    def get(self, user_id: str, memory_id: str) -> MemoryView:
+        return self._run(calls.get(user_id, memory_id))
+
+    def history(self, user_id: str, memory_id: str) -> Any:
+        return self._run(calls.history(user_id, memory_id))
+
+    def export(self, user_id: str) -> Iterator[dict[str, Any]]:
+        """The user's memories, streamed one record at a time."""
+        response = self._send(calls.export(user_id), stream=True)
+        try:
+            if response.status_code >= 400:
+                response.read()
+                calls.check(response)
+            for line in response.iter_lines():
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            response.close()
+
+    # ---- jobs and operations --------------------------------------------------------
+
+    def job(self, job_id: str) -> JobView:
+        return self._run(calls.job(job_id))
+
+    def wait(self, job_id: str, timeout: float = 30.0, poll_s: float = 0.05) -> JobView:
+        """The job once it succeeded or failed; `JobTimeout` if it has not by `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            view = self.job(job_id)
+            if calls.job_done(view):
+                return view
+            if time.monotonic() >= deadline:
+                raise JobTimeout(f"job {job_id} is still {view.status.value} after {timeout} s",
+                                 view)
+            time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
+            poll_s = min(poll_s * 1.5, 1.0)
+
+    def ready(self) -> Any:
+        return self._run(calls.ready())
+
+    def metrics(self, token: str | None = None) -> str:
+        return self._run(calls.metrics(token))
