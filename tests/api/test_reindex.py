@@ -7,6 +7,7 @@ re-embeds only what changed since the e5 generation (the content-hash reuse).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -21,8 +22,10 @@ import httpx
 import pytest
 from conftest import KEY_A, KEY_B, redis_db_url
 from helpers import save, search
+from typer.testing import CliRunner
 
 from shared.redis_runtime import free_port
+from workers.cli import app as cli_app
 
 FACTS = [
     "I keep bees on the roof of my building", "My sister lives in Lisbon",
@@ -222,9 +225,11 @@ def test_reindex_keeps_answering_and_keeps_writes(redis_url: str, tmp_path: Path
         assert api.patch(f"/v1/memories/{cello['id']}", params={"user_id": "alice", "wait": 20},
                          json={"content": "I am learning to play the double bass"}
                          ).status_code == 200
-        back = api.post("/v1/admin/reindex", json={"embedder": "e5-small"})
-        assert back.status_code == 202, back.text
-        job = _wait(api, back.json()["job_id"])
+        # Back through the command line, as an operator would start it.
+        back = CliRunner().invoke(cli_app, ["reindex", "--embedder", "e5-small"],
+                                  env={"MEMORYD_URL": stack.base, "MEMORYD_API_KEY": KEY_A})
+        assert back.exit_code == 0, back.output
+        job = _wait(api, json.loads(back.output)["job_id"])
         assert job["status"] == "succeeded", job
         result = job["result"]
         assert 3 <= result["embedded"] <= 3 + late, (result, written)
