@@ -7,7 +7,9 @@ from fastapi import FastAPI
 from api.errors import install_error_handlers
 from api.middleware import BodyLimitMiddleware, RequestIdMiddleware
 from api.routers import context, health, interactions, jobs, memories, search
+from shared.api_keys import ApiKeyStore
 from shared.auth import KeyRing
+from shared.rate_limit import RateLimiter
 from shared.runtime import Runtime
 
 DESCRIPTION = """
@@ -25,6 +27,10 @@ def create_app(runtime: Runtime, keyring: KeyRing) -> FastAPI:
     app = FastAPI(title="memoryd", version="0.1.0", description=DESCRIPTION)
     app.state.runtime = runtime
     app.state.keyring = keyring
+    app.state.api_keys = ApiKeyStore(runtime.redis)
+    app.state.rate_limiter = RateLimiter(
+        runtime.redis, runtime.settings.rate_limit_per_s, runtime.settings.rate_limit_burst
+    )
     app.add_middleware(BodyLimitMiddleware, max_bytes=runtime.settings.max_body_bytes)
     app.add_middleware(RequestIdMiddleware)
     install_error_handlers(app)

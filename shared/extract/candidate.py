@@ -22,3 +22,4 @@ class Candidate:
     key: str | None = None
     thread_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    expires_at: datetime | None = None
