@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, status
 from api.deps import RuntimeDep, TenantDep
 from api.responses import ERROR_RESPONSES
 from shared import failed_jobs
-from shared.errors import InvalidInput
+from shared.limits import check_page
 from shared.schemas import FailedJobPage, JobAccepted, JobView
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=ERROR_RESPONSES)
@@ -33,8 +33,7 @@ def list_jobs(
 
     Needs scope `admin`. Pass `next_cursor` back as `cursor` for the next page.
     """
-    if limit > rt.settings.max_page_size:
-        raise InvalidInput(f"limit is above the limit {rt.settings.max_page_size}", field="limit")
+    check_page(limit, rt.settings)
     return failed_jobs.list_failed(rt, tenant, limit, cursor)
 
 

@@ -14,7 +14,7 @@ from shared import reads
 from shared.commands import DeleteCommand, ForgetCommand, SaveCommand, UpdateCommand
 from shared.enqueue import submit
 from shared.errors import InvalidInput, error_from_body
-from shared.limits import check_save, check_update
+from shared.limits import check_page, check_save, check_update
 from shared.models import JobStatus, MemoryType, SaveOutcome, Scope, Source, as_utc, utcnow
 from shared.queue.names import TaskName
 from shared.runtime import Runtime
@@ -95,9 +95,10 @@ def list_memories(
     cursor: Annotated[str | None, Query(max_length=65536)] = None,
 ) -> MemoryPage:
     """Newest (or most important) first; pass `next_cursor` back for the next page."""
+    check_page(limit, rt.settings)
     return reads.list_memories(
         rt, owner_of(tenant, user_id), type=type, tag=tag, scope=scope, project=project,
-        sort=sort, limit=min(limit, rt.settings.max_page_size), cursor=cursor,
+        sort=sort, limit=limit, cursor=cursor,
     )
 
 
