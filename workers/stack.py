@@ -59,7 +59,7 @@ class EmbeddedStack:
         # interval (what expired while the stack was down goes first).
         self.purger = PeriodicSender(
             self.runtime.celery, TaskName.PURGE_EXPIRED, settings.retention_purge_interval_s,
-            first_s=min(10.0, settings.retention_purge_interval_s),
+            first_s=min(300.0, settings.retention_purge_interval_s),
         )
         self.purger.start()
         app = create_app(self.runtime, keyring)
