@@ -27,7 +27,7 @@ def list_jobs(
     tenant: TenantDep,
     status: Annotated[Literal["failed"], Query(description="only 'failed' is listed")],
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: Annotated[str | None, Query(max_length=65536)] = None,
+    cursor: Annotated[str | None, Query(max_length=4096)] = None,
 ) -> FailedJobPage:
     """The tenant's failed jobs, newest first: reason, attempts, time, where the payload is.
 

@@ -92,7 +92,7 @@ def list_memories(
     project: Annotated[str | None, Query(max_length=128)] = None,
     sort: Annotated[str, Query(pattern="^(created_at|updated_at|importance)$")] = "created_at",
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: Annotated[str | None, Query(max_length=65536)] = None,
+    cursor: Annotated[str | None, Query(max_length=4096)] = None,
 ) -> MemoryPage:
     """Newest (or most important) first; pass `next_cursor` back for the next page."""
     check_page(limit, rt.settings)
