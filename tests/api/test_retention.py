@@ -166,3 +166,22 @@ def test_forgetting_removes_points_for_real(stack: Any, api: httpx.Client, user:
         no_content_left(stack, owner, mid, actor)
     # The survivor keeps its history with content.
     assert any(e.after for e in stack.runtime.store.audit_of(owner, recent))
+
+
+def test_embedded_timer_purges(stack: Any, api: httpx.Client, user: str) -> None:
+    """The embedded stack's stand-in for beat sends the same task on its schedule."""
+    from workers.periodic import PeriodicSender
+
+    past = (utcnow() - timedelta(seconds=1)).isoformat()
+    mid = save(api, user, "一次性的提醒: call the plumber", expires_at=past).json()["memory"]["id"]
+    assert in_store(stack, [mid]) == {mid}
+    sender = PeriodicSender(stack.runtime.celery, TaskName.PURGE_EXPIRED, 0.5, first_s=0.1)
+    sender.start()
+    try:
+        deadline = time.monotonic() + 30
+        while in_store(stack, [mid]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        sender.stop()
+    assert not in_store(stack, [mid])
+    no_content_left(stack, Owner(tenant_id="tenant-a", user_id=user), mid, "retention")
