@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
@@ -27,6 +26,7 @@ from shared.schemas import (
     SaveRequest,
     SaveResult,
     UpdateRequest,
+    WireDatetime,
 )
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"], responses=ERROR_RESPONSES)
@@ -147,8 +147,8 @@ def delete_memory(
 def forget_memories(
     rt: RuntimeDep, tenant: TenantDep, request_id: RequestIdDep, user_id: UserId,
     thread_id: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
-    before: datetime | None = None,
-    after: datetime | None = None,
+    before: WireDatetime | None = None,
+    after: WireDatetime | None = None,
     all: Annotated[bool, Query(description="forget every memory of the user")] = False,
     wait: Wait = 0,
 ) -> Response:
