@@ -20,9 +20,11 @@ from api.routers import (
 )
 from api.routers import metrics as metrics_router
 from api.ui import AdminPage
+from shared.api_keys import ApiKeyStore
 from shared.auth import KeyRing
 from shared.metrics import RequestMetricsMiddleware, StackCollector
 from shared.queue import task_metrics
+from shared.rate_limit import RateLimiter
 from shared.runtime import Runtime
 
 DESCRIPTION = """
@@ -40,6 +42,10 @@ def create_app(runtime: Runtime, keyring: KeyRing) -> FastAPI:
     app = FastAPI(title="memoryd", version="0.1.0", description=DESCRIPTION)
     app.state.runtime = runtime
     app.state.keyring = keyring
+    app.state.api_keys = ApiKeyStore(runtime.redis)
+    app.state.rate_limiter = RateLimiter(
+        runtime.redis, runtime.settings.rate_limit_per_s, runtime.settings.rate_limit_burst
+    )
     app.add_middleware(BodyLimitMiddleware, max_bytes=runtime.settings.max_body_bytes)
     app.add_middleware(RequestIdMiddleware)
     install_error_handlers(app)

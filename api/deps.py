@@ -7,8 +7,10 @@ from typing import Annotated
 import structlog
 from fastapi import Depends, Header, Request
 
+from shared.api_keys import Principal, authenticate, required_scopes
 from shared.auth import KeyRing
 from shared.models import Owner
+from shared.rate_limit import RateLimiter
 from shared.runtime import Runtime
 
 
@@ -17,14 +19,28 @@ def _runtime(request: Request) -> Runtime:
     return runtime
 
 
-def _tenant(
+def _principal(
     request: Request,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
-) -> str:
+) -> Principal:
+    """Authenticate, check the route's scopes, spend a rate-limit token: for every route.
+
+    The scopes come from the matched route's method and path template
+    (`shared.api_keys.required_scopes`), so a new route is covered without a change here.
+    """
     keyring: KeyRing = request.app.state.keyring
-    tenant = keyring.tenant_for(authorization)
-    structlog.contextvars.bind_contextvars(tenant_id=tenant)
-    return tenant
+    principal = authenticate(keyring, request.app.state.api_keys, authorization)
+    structlog.contextvars.bind_contextvars(tenant_id=principal.tenant, key_id=principal.key_id)
+    route = request.scope.get("route")
+    template = getattr(route, "path", request.url.path)
+    principal.require(required_scopes(request.method, template))
+    limiter: RateLimiter = request.app.state.rate_limiter
+    limiter.take(principal.key_id)
+    return principal
+
+
+def _tenant(principal: Annotated[Principal, Depends(_principal)]) -> str:
+    return principal.tenant
 
 
 def _request_id(request: Request) -> str | None:
@@ -33,14 +49,15 @@ def _request_id(request: Request) -> str | None:
 
 
 def require_admin(tenant: Annotated[str, Depends(_tenant)]) -> str:
-    """The one place operator endpoints are guarded. Any valid key passes for now; key
-    scopes plug in here (a key without the admin scope answers 403)."""
+    """Operator endpoints: `_principal` already refused a key without the `admin` scope
+    (`/v1/admin/*` needs it, see `shared.api_keys.required_scopes`)."""
     return tenant
 
 
 RuntimeDep = Annotated[Runtime, Depends(_runtime)]
 TenantDep = Annotated[str, Depends(_tenant)]
 AdminDep = Annotated[str, Depends(require_admin)]
+PrincipalDep = Annotated[Principal, Depends(_principal)]
 RequestIdDep = Annotated[str | None, Depends(_request_id)]
 
 

@@ -13,14 +13,14 @@ from fastapi.responses import JSONResponse
 from redis.exceptions import RedisError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from shared.errors import AppError, QueueUnavailable
+from shared.errors import AppError, QueueUnavailable, RateLimited
 from shared.logs import get_logger
 
 log = get_logger("memoryd.api")
 
 _HTTP_CODES = {
     400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "payload_too_large",
-    415: "unsupported_media_type",
+    415: "unsupported_media_type", 403: "forbidden", 409: "conflict", 429: "rate_limited",
 }
 
 
@@ -65,7 +65,8 @@ def validation_error(exc: RequestValidationError) -> JSONResponse:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(AppError)
     async def _app_error(request: Request, exc: AppError) -> JSONResponse:
-        return JSONResponse({"error": exc.to_dict()}, status_code=exc.status)
+        headers = exc.headers if isinstance(exc, RateLimited) else None
+        return JSONResponse({"error": exc.to_dict()}, status_code=exc.status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -14,6 +14,11 @@ def _digest(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
+def key_digest(key: str) -> str:
+    """How a key is identified at rest: its SHA-256, hex."""
+    return _digest(key)
+
+
 def parse_api_keys(spec: str) -> dict[str, str]:
     """`key=tenant,key2=tenant2` → {sha256(key): tenant}."""
     keys: dict[str, str] = {}
@@ -55,6 +60,9 @@ class KeyRing:
         if embedded:
             return cls({_digest(ensure_embedded_key(settings)): "default"})
         raise ConfigurationError("set MEMORYD_API_KEYS (key=tenant pairs) in server mode")
+
+    def tenant_of_digest(self, digest: str) -> str | None:
+        return self._keys.get(digest)
 
     def tenant_for(self, authorization: str | None) -> str:
         if not authorization:

@@ -44,6 +44,7 @@ class SaveCommand(Command):
     occurred_at: datetime | None = None
     metadata: dict[str, Any] | None = None
     source: Source = Source.EXPLICIT
+    expires_at: datetime | None = None
 
 
 class UpdateCommand(Command):

@@ -124,3 +124,21 @@ def error_from_body(body: dict[str, Any] | None) -> AppError:
         if sub.code == code:
             return sub(message, field=body.get("field"))
     return PermanentError(message, field=body.get("field"), code=code)
+
+
+class Forbidden(AppError):
+    code = "forbidden"
+    status = 403
+
+
+class RateLimited(AppError):
+    code = "rate_limited"
+    status = 429
+
+    def __init__(self, message: str, *, retry_after_s: int):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after_s)}

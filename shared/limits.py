@@ -70,3 +70,10 @@ def check_update(req: UpdateRequest, settings: Settings) -> None:
     if req.content is not None:
         _content(req.content, "content", settings)
     _tags(req.tags, settings)
+
+
+def check_page(limit: int, settings: Settings) -> None:
+    if limit > settings.max_page_size:
+        raise InvalidInput(
+            f"limit is {limit}; the page size limit is {settings.max_page_size}", field="limit"
+        )

@@ -125,6 +125,9 @@ class MemoryRecord(BaseModel):
         # Searches filter on this keyword, not on the bool: Qdrant Edge 0.9 never matches
         # boolean payload values (a binding bug), and later states (superseded) fit here.
         payload["state"] = "active" if self.enabled else "disabled"
+        if self.expires_at is not None:
+            # Reads hide what expired with a numeric range (shared/retention.py).
+            payload["expires_ts"] = round(self.expires_at.timestamp(), 3)
         return payload
 
     @classmethod

@@ -17,6 +17,7 @@ from shared.errors import InvalidInput, NotFound
 from shared.keywords import query_keyword_vector
 from shared.models import MemoryRecord, MemoryType, Owner, Scope, utcnow
 from shared.query_text import read_query
+from shared.retention import live_conditions
 from shared.runtime import Runtime
 from shared.schemas import (
     MemoryPage,
@@ -27,7 +28,7 @@ from shared.schemas import (
     SearchResponse,
 )
 from shared.store import DENSE, SPARSE, StoredPoint, VectorQuery
-from shared.store.conditions import AllOf, AnyOf, Between, Condition, Match, OneOf
+from shared.store.conditions import AllOf, AnyOf, Between, Condition, IdIn, Match, OneOf
 
 
 def visibility(scope: Scope | None, project: str | None) -> list[Condition]:
@@ -53,6 +54,11 @@ def search_conditions(req: SearchRequest) -> list[Condition]:
     if req.occurred_after is not None or req.occurred_before is not None:
         conds.append(Between("occurred_at", gte=req.occurred_after, lt=req.occurred_before))
     return conds
+
+
+def live_search_conditions(rt: Runtime, owner: Owner, req: SearchRequest) -> list[Condition]:
+    """The search filter plus retention: nothing expired is ever a hit."""
+    return [*search_conditions(req), *live_conditions(rt.settings, owner.tenant_id)]
 
 
 SCORING_FIELDS = ("occurred_at", "importance", "access_count", "thread_id", "thread_seq")
@@ -85,7 +91,8 @@ def with_next_turns(
         AllOf((Match("thread_id", str(thread)), Match("thread_seq", int(seq or 0) + 1)))
         for thread, seq in map(place, top)
     ))
-    found = rt.store.find(owner, [*search_conditions(req), wanted], limit=len(top))
+    found = rt.store.find(owner, [*live_search_conditions(rt, owner, req), wanted],
+                          limit=len(top))
     after = {(p.payload.get("thread_id"), p.payload.get("thread_seq")): p for p in found}
     top_ids = {s.point.id for s in top}
     out: list[Scored] = []
@@ -142,7 +149,8 @@ def search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
     # Fusion, neighbours and rescoring reorder, so each list goes deeper than the page:
     # LoCoMo recall@10 is 0.589 → 0.602 from depth 40 to 100 (docs/retrieval.md).
     depth = max(req.top_k * 10, 100)
-    lists = rt.store.search_many(owner, search_conditions(req), queries, depth, SCORING_FIELDS)
+    lists = rt.store.search_many(owner, live_search_conditions(rt, owner, req), queries, depth,
+                                 SCORING_FIELDS)
     dense_hits = lists[0] if req.mode is not SearchMode.KEYWORD else []
     keyword_hits = lists[-1] if keywords is not None else []
     as_of = req.as_of or utcnow()
@@ -186,7 +194,8 @@ def search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
 def get_memory(rt: Runtime, owner: Owner, memory_id: str) -> MemoryRecord:
     if not _is_uuid(memory_id):
         raise NotFound(f"no memory {memory_id}", field="memory_id")
-    found = rt.store.get(owner, [memory_id])
+    found = rt.store.find(owner, [IdIn((memory_id,)), *live_conditions(rt.settings,
+                                                                       owner.tenant_id)], 1)
     if not found:
         raise NotFound(f"no memory {memory_id}", field="memory_id")
     return MemoryRecord.from_payload(found[0].id, found[0].payload)
@@ -204,7 +213,7 @@ def list_memories(
     limit: int,
     cursor: str | None,
 ) -> MemoryPage:
-    conds: list[Condition] = []
+    conds: list[Condition] = live_conditions(rt.settings, owner.tenant_id)
     if type is not None:
         conds.append(Match("type", type.value))
     if tag is not None:

@@ -6,11 +6,20 @@ checked in `shared.limits`, so the error names the field either way.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    model_validator,
+)
 
 from shared.models import (
     DuplicateKind,
@@ -42,6 +51,25 @@ def _identifier(value: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_not_blank)]
+# RFC 3339 date-times only (a missing zone means UTC): pydantic alone would also take
+# numbers (Unix seconds) and bare dates, which the OpenAPI description does not allow.
+ISO_DATETIME = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?"
+                r"([Zz]|[+-][0-9]{2}:[0-9]{2})?$")
+_ISO_DATETIME = re.compile(ISO_DATETIME)
+
+
+def _iso_datetime(value: Any) -> Any:
+    if isinstance(value, datetime) or (isinstance(value, str) and _ISO_DATETIME.match(value)):
+        return value
+    raise ValueError("must be an ISO 8601 date-time such as 2024-05-01T12:00:00Z")
+
+
+WireDatetime = Annotated[
+    UtcDatetime, BeforeValidator(_iso_datetime),
+    WithJsonSchema({"type": "string", "pattern": ISO_DATETIME,
+                    "description": "ISO 8601 date-time; without a zone, UTC"}),
+]
+
 Identifier = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_identifier)]
 Tag = Annotated[str, Field(min_length=1, max_length=64), AfterValidator(_identifier)]
 
@@ -74,7 +102,7 @@ class Scoped(Strict):
 class Message(Strict):
     role: Role
     content: Text
-    created_at: UtcDatetime | None = None
+    created_at: WireDatetime | None = None
     metadata: dict[str, Any] | None = None
 
 
@@ -96,8 +124,11 @@ class SaveRequest(Scoped):
     thread_id: Identifier | None = None
     tags: list[Tag] = Field(default_factory=list)
     importance: int = Field(5, ge=1, le=10)
-    occurred_at: UtcDatetime | None = None
+    occurred_at: WireDatetime | None = None
     metadata: dict[str, Any] | None = None
+    expires_at: WireDatetime | None = Field(
+        None, description="after this time the memory is never returned, then purged"
+    )
 
 
 class SearchMode(StrEnum):
@@ -118,9 +149,9 @@ class SearchRequest(Scoped):
     tags: list[Tag] | None = None
     categories: list[Tag] | None = None
     min_importance: int | None = Field(None, ge=1, le=10)
-    occurred_after: UtcDatetime | None = None
-    occurred_before: UtcDatetime | None = None
-    as_of: UtcDatetime | None = Field(None, description="'now' for recency (default: now)")
+    occurred_after: WireDatetime | None = None
+    occurred_before: WireDatetime | None = None
+    as_of: WireDatetime | None = Field(None, description="'now' for recency (default: now)")
     explain: bool = False
     rerank: bool = Field(False, description="rerank the best candidates with the configured "
                          "reranker (MEMORYD_RERANK_URL); 422 reranker_not_configured without")
@@ -132,12 +163,15 @@ class UpdateRequest(Strict):
     tags: list[Tag] | None = None
     importance: int | None = Field(None, ge=1, le=10)
     enabled: bool | None = None
+    expires_at: WireDatetime | None = Field(None, description="null: never expires")
 
     @model_validator(mode="after")
     def _something(self) -> UpdateRequest:
         if not self.model_fields_set:
-            raise ValueError("give at least one of content, type, tags, importance, enabled")
-        for name in self.model_fields_set:
+            raise ValueError(
+                "give at least one of content, type, tags, importance, enabled, expires_at"
+            )
+        for name in self.model_fields_set - {"expires_at"}:
             if getattr(self, name) is None:
                 raise ValueError(f"{name}: must not be null")
         return self
@@ -160,6 +194,7 @@ class MemoryView(BaseModel):
     created_at: datetime
     updated_at: datetime
     metadata: dict[str, Any]
+    expires_at: datetime | None = None
 
     @classmethod
     def of(cls, record: MemoryRecord) -> MemoryView:
@@ -309,3 +344,19 @@ class IndexStatus(BaseModel):
     running_job: str | None = None
     alias: str | None = Field(None, description="qdrant-client: the alias that follows it")
     alias_target: str | None = Field(None, description="what Qdrant says the alias points at")
+class FailedJob(BaseModel):
+    job_id: str
+    kind: str = Field(description="the task, e.g. memory.ingest")
+    user_id: str | None = None
+    attempts: int
+    error: dict[str, Any] | None = Field(None, description="the reason: {code, message}")
+    failed_at: str
+    payload_ref: str | None = Field(
+        None, description="where the task's arguments are kept (Redis hash and field)"
+    )
+    payload_bytes: int = 0
+
+
+class FailedJobPage(BaseModel):
+    items: list[FailedJob]
+    next_cursor: str | None = None

@@ -104,12 +104,31 @@ class Settings(BaseSettings):
     metrics_token: SecretStr | None = None
     metrics_count_ttl_s: float = Field(30.0, ge=0)  # stored-memory count is cached this long
     import_max_records: int = Field(1000, ge=1, le=100_000)  # records per POST /v1/import
+    # Per-API-key rate limit (a token bucket in Redis): refill per second, bucket size.
+    # 0 turns it off.
+    rate_limit_per_s: float = Field(500.0, ge=0)
+    rate_limit_burst: int = Field(1000, ge=1)
+    # Celery task events (what Flower shows). None: on for server-mode workers
+    # (`memoryd worker`), off for the embedded worker.
+    task_events: bool | None = None
+    # Retention: memories older than this (by created_at) are hidden, then purged.
+    # None: kept until deleted. Per-tenant overrides: "t1=30,t2=365".
+    retention_days: float | None = Field(None, gt=0)
+    tenant_retention_days: str | None = None
+    retention_purge_interval_s: float = Field(3600.0, ge=1)
 
     @field_validator("redis_url")
     @classmethod
     def _redis_scheme(cls, value: str) -> str:
         if not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must be a redis:// or rediss:// URL")
+        return value
+
+    @field_validator("tenant_retention_days")
+    @classmethod
+    def _tenant_retention(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_tenant_days(value)
         return value
 
     @model_validator(mode="after")
@@ -139,6 +158,23 @@ class Settings(BaseSettings):
     @property
     def api_key_file(self) -> Path:
         return self.data_dir / "api-key"
+
+
+def parse_tenant_days(spec: str) -> dict[str, float]:
+    """`t1=30,t2=365` → {tenant: days}; a bad pair raises ValueError naming it."""
+    days: dict[str, float] = {}
+    for pair in spec.split(","):
+        if not pair.strip():
+            continue
+        tenant, sep, value = pair.strip().partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = -1.0
+        if not sep or not tenant.strip() or not number > 0:
+            raise ValueError(f"{pair.strip()!r} is not tenant=days with days > 0")
+        days[tenant.strip()] = number
+    return days
 
 
 def _is_placeholder(secret: str) -> bool:

@@ -46,6 +46,7 @@ class ImportRecord(Scoped):
     enabled: bool = True
     occurred_at: UtcDatetime | None = None
     created_at: UtcDatetime | None = None
+    expires_at: UtcDatetime | None = None
     metadata: dict[str, Any] | None = None
     id: str | None = None
     source: str | None = None
@@ -143,7 +144,7 @@ def candidate_of(record: ImportRecord, received_at: datetime) -> Candidate:
         source=Source.IMPORT, category=record.category, importance=record.importance,
         tags=list(dict.fromkeys(record.tags)), key=record.key, thread_id=record.thread_id,
         metadata=dict(record.metadata or {}), created_at=record.created_at,
-        enabled=record.enabled,
+        enabled=record.enabled, expires_at=record.expires_at,
     )
 
 

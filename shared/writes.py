@@ -39,6 +39,7 @@ from shared.models import (
     Source,
     utcnow,
 )
+from shared.retention import live_conditions
 from shared.runtime import Runtime
 from shared.schemas import MemoryView, SaveResult
 from shared.store import PointData
@@ -104,6 +105,7 @@ class MemoryWriter:
             occurred_at=cmd.occurred_at or cmd.received_at,
             source=cmd.source, importance=cmd.importance, tags=list(dict.fromkeys(cmd.tags)),
             key=cmd.key, thread_id=cmd.thread_id, metadata=dict(cmd.metadata or {}),
+            expires_at=cmd.expires_at,
         )
         [result] = self.write(cmd.owner, cmd.scope, cmd.project, [candidate], job_id)
         return result.to_save_result().to_json()
@@ -252,6 +254,7 @@ class MemoryWriter:
             created_at=previous.created_at if previous else (c.created_at or now), updated_at=now,
             embedding_model=self.rt.embedder.name, job_id=job_id, metadata=c.metadata,
             enabled=c.enabled,
+            expires_at=c.expires_at,
         )
         store.upsert(owner, [PointData(
             record.id, record.to_payload(), vector.tolist(), keyword_vector(record.content)
@@ -266,7 +269,9 @@ class MemoryWriter:
         self, owner: Owner, scope: Scope, project: str | None, content: str, vector: np.ndarray,
     ) -> tuple[MemoryRecord, DuplicateKind] | None:
         store = self.rt.store
-        conds = range_conditions(scope, project)
+        # An expired memory is as good as gone: the same fact again is a new memory.
+        conds = [*range_conditions(scope, project),
+                 *live_conditions(self.settings, owner.tenant_id)]
         exact = store.find(owner, [*conds, Match("content_hash", content_hash(content))], limit=1)
         if exact:
             return MemoryRecord.from_payload(exact[0].id, exact[0].payload), DuplicateKind.EXACT

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -11,6 +12,9 @@ from rich.console import Console
 from shared.errors import AppError
 from shared.settings import Settings
 from workers import cli_commands
+
+if TYPE_CHECKING:
+    from shared.api_keys import ApiKeyStore
 
 app = typer.Typer(help="memoryd: long-term memory for chat agents.", no_args_is_help=True)
 console = Console(stderr=False)
@@ -128,6 +132,79 @@ def eval_(
 # Commands that talk to a running stack over HTTP (status, search, add, list, forget,
 # history, export, import, reindex, bench): workers/cli_commands.py.
 cli_commands.register(app)
+keys_app = typer.Typer(help="API keys (hashed in Redis): create, list, revoke.",
+                       no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+
+def _key_store() -> ApiKeyStore:
+    import redis
+
+    from shared.api_keys import ApiKeyStore
+
+    settings = _settings()
+    client = redis.Redis.from_url(settings.redis_url, socket_timeout=settings.redis_timeout_s,
+                                  socket_connect_timeout=settings.redis_timeout_s)
+    return ApiKeyStore(client)
+
+
+def _keys_call(action: Callable[[], None]) -> None:
+    from redis.exceptions import RedisError
+
+    try:
+        action()
+    except AppError as exc:
+        console.print(f"[red]{exc.code}:[/red] {exc.message}")
+        raise typer.Exit(1) from exc
+    except RedisError as exc:
+        console.print(f"[red]Redis is unreachable at MEMORYD_REDIS_URL:[/red] {exc}")
+        raise typer.Exit(1) from exc
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: Annotated[str, typer.Option(help="the tenant the key acts for")],
+    scopes: Annotated[str, typer.Option(help="comma-separated: read, write, admin")] = "read,write",
+    name: Annotated[str | None, typer.Option(help="a label for the key")] = None,
+) -> None:
+    """Create a key and print it once (only its SHA-256 is kept)."""
+    from shared.api_keys import parse_scopes
+
+    def run() -> None:
+        key, info = _key_store().create(tenant, parse_scopes(scopes), name)
+        console.print(key, highlight=False, soft_wrap=True)
+        console.print(f"id {info.id}, tenant {info.tenant}, scopes "
+                      f"{','.join(info.scopes)}: store the key now, it is not shown again",
+                      highlight=False)
+
+    _keys_call(run)
+
+
+@keys_app.command("list")
+def keys_list() -> None:
+    """Every key made with `keys create`: id, prefix, tenant, scopes, created, revoked."""
+
+    def run() -> None:
+        for info in _key_store().list():
+            revoked = info.revoked_at.isoformat() if info.revoked_at else "-"
+            console.print(
+                f"{info.id}\t{info.prefix}…\t{info.tenant}\t{','.join(info.scopes)}\t"
+                f"{info.created_at.isoformat()}\trevoked={revoked}\t{info.name or ''}",
+                highlight=False, soft_wrap=True,
+            )
+
+    _keys_call(run)
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: Annotated[str, typer.Argument(help="the id `keys list` shows")]) -> None:
+    """Revoke a key: the next request with it answers 401."""
+
+    def run() -> None:
+        info = _key_store().revoke(key_id)
+        console.print(f"revoked {info.id} (tenant {info.tenant})", highlight=False)
+
+    _keys_call(run)
 
 
 def main() -> None:

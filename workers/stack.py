@@ -12,10 +12,12 @@ import uvicorn
 from api.app import create_app
 from shared.auth import KeyRing, ensure_embedded_key
 from shared.logs import configure_logging, get_logger
+from shared.queue.names import TaskName
 from shared.redis_runtime import RedisHandle, ensure_redis
 from shared.runtime import Runtime, set_runtime
 from shared.settings import Settings
 from workers.inprocess import InProcessWorker
+from workers.periodic import PeriodicSender
 
 log = get_logger("memoryd.stack")
 
@@ -36,6 +38,7 @@ class EmbeddedStack:
         self.worker: InProcessWorker | None = None
         self.server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
+        self.purger: PeriodicSender | None = None
 
     def prepare(self) -> StackInfo:
         """Everything but the HTTP server: Redis, store, worker."""
@@ -52,6 +55,13 @@ class EmbeddedStack:
         keyring = KeyRing.from_settings(settings, embedded=True)
         self.worker = InProcessWorker(self.runtime.celery, settings.worker_concurrency)
         self.worker.start()
+        # Retention runs here as beat runs it in server mode; soon after start, then each
+        # interval (what expired while the stack was down goes first).
+        self.purger = PeriodicSender(
+            self.runtime.celery, TaskName.PURGE_EXPIRED, settings.retention_purge_interval_s,
+            first_s=min(300.0, settings.retention_purge_interval_s),
+        )
+        self.purger.start()
         app = create_app(self.runtime, keyring)
         config = uvicorn.Config(
             app, host=settings.host, port=settings.port, log_config=None, access_log=False,
@@ -90,6 +100,9 @@ class EmbeddedStack:
         if self._thread is not None:
             self._thread.join(15)
             self._thread = None
+        if self.purger is not None:
+            self.purger.stop()
+            self.purger = None
         if self.worker is not None:
             self.worker.stop()
             self.worker = None

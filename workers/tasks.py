@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared import access, reindex
+from shared import access, reindex, retention
 from shared.commands import (
     DeleteCommand,
     ForgetCommand,
@@ -71,6 +71,13 @@ def reindex_batch(self: ReindexTask, step: dict[str, Any]) -> dict[str, Any]:
 def reindex_switch(self: ReindexTask, step: dict[str, Any]) -> dict[str, Any]:
     with self.context(step):
         return reindex.switch(get_runtime(), step)
+
+
 @app.task(name=TaskName.IMPORT.value, base=MemoryTask, bind=True)
 def import_records(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
     return self.run_command(command, ImportCommand, run_import)
+
+
+@app.task(name=TaskName.PURGE_EXPIRED.value, base=MemoryTask, bind=True, tracks_job=False)
+def purge_expired(self: MemoryTask) -> dict[str, Any]:
+    return retention.purge_expired(get_runtime())

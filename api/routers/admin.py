@@ -6,10 +6,11 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from api.deps import AdminDep, RequestIdDep, RuntimeDep
+from api.responses import ERROR_RESPONSES
 from shared import reindex
 from shared.schemas import ErrorBody, IndexStatus, JobAccepted, ReindexRequest
 
-router = APIRouter(prefix="/v1/admin", tags=["admin"])
+router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=ERROR_RESPONSES)
 
 
 @router.post(

@@ -5,12 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter, BackgroundTasks
 
 from api.deps import RuntimeDep, TenantDep, owner_of
+from api.responses import ERROR_RESPONSES
 from shared import context
 from shared.access import note_access
 from shared.limits import check_context
 from shared.schemas import ContextRequest, ContextResponse, ErrorBody
 
-router = APIRouter(prefix="/v1", tags=["context"])
+router = APIRouter(prefix="/v1", tags=["context"], responses=ERROR_RESPONSES)
 
 
 @router.post(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 
 from api.deps import RequestIdDep, RuntimeDep, TenantDep
+from api.responses import ERROR_RESPONSES
 from shared.commands import IngestCommand
 from shared.enqueue import submit
 from shared.errors import ExtractorUnavailable
@@ -13,7 +14,7 @@ from shared.models import ExtractMode, utcnow
 from shared.queue.names import TaskName
 from shared.schemas import ErrorBody, InteractionRequest, JobAccepted
 
-router = APIRouter(prefix="/v1", tags=["interactions"])
+router = APIRouter(prefix="/v1", tags=["interactions"], responses=ERROR_RESPONSES)
 
 
 @router.post(

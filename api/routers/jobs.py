@@ -1,19 +1,47 @@
-"""GET /v1/jobs/{job_id}: the state of an enqueued write."""
+"""Jobs: the state of an enqueued write; the tenant's failed jobs, and retrying one."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, status
 
 from api.deps import RuntimeDep, TenantDep
-from shared.schemas import ErrorBody, JobView
+from api.responses import ERROR_RESPONSES
+from shared import failed_jobs
+from shared.limits import check_page
+from shared.schemas import FailedJobPage, JobAccepted, JobView
 
-router = APIRouter(prefix="/v1", tags=["jobs"])
+router = APIRouter(prefix="/v1", tags=["jobs"], responses=ERROR_RESPONSES)
 
 
-@router.get(
-    "/jobs/{job_id}",
-    response_model=JobView,
-    responses={401: {"model": ErrorBody}, 404: {"model": ErrorBody}},
-)
+@router.get("/jobs/{job_id}", response_model=JobView)
 def get_job(job_id: str, rt: RuntimeDep, tenant: TenantDep) -> JobView:
+    """Needs scope `read`."""
     return rt.jobs.get(job_id, tenant)
+
+
+@router.get("/jobs", response_model=FailedJobPage)
+def list_jobs(
+    rt: RuntimeDep,
+    tenant: TenantDep,
+    status: Annotated[Literal["failed"], Query(description="only 'failed' is listed")],
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, Query(max_length=4096)] = None,
+) -> FailedJobPage:
+    """The tenant's failed jobs, newest first: reason, attempts, time, where the payload is.
+
+    Needs scope `admin`. Pass `next_cursor` back as `cursor` for the next page.
+    """
+    check_page(limit, rt.settings)
+    return failed_jobs.list_failed(rt, tenant, limit, cursor)
+
+
+@router.post("/jobs/{job_id}/retry", status_code=status.HTTP_202_ACCEPTED,
+             response_model=JobAccepted)
+def retry_job(job_id: str, rt: RuntimeDep, tenant: TenantDep) -> JobAccepted:
+    """Run a failed job again with the same arguments under the same id (409 if not failed).
+
+    Needs scopes `write` and `admin`. Safe: every write is idempotent.
+    """
+    return failed_jobs.retry(rt, tenant, job_id)

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
 from fastapi.responses import JSONResponse
 
 from api.deps import RequestIdDep, RuntimeDep, TenantDep, owner_of
+from api.responses import ERROR_RESPONSES
 from shared import reads
 from shared.commands import DeleteCommand, ForgetCommand, SaveCommand, UpdateCommand
 from shared.enqueue import submit
 from shared.errors import InvalidInput, error_from_body
-from shared.limits import check_save, check_update
+from shared.limits import check_page, check_save, check_update
 from shared.models import JobStatus, MemoryType, SaveOutcome, Scope, Source, as_utc, utcnow
 from shared.queue.names import TaskName
 from shared.runtime import Runtime
@@ -26,9 +26,10 @@ from shared.schemas import (
     SaveRequest,
     SaveResult,
     UpdateRequest,
+    WireDatetime,
 )
 
-router = APIRouter(prefix="/v1/memories", tags=["memories"])
+router = APIRouter(prefix="/v1/memories", tags=["memories"], responses=ERROR_RESPONSES)
 
 UserId = Annotated[Identifier, Query(description="whose memories")]
 Wait = Annotated[float, Query(ge=0, le=30, description="seconds to wait for the job (max 30)")]
@@ -69,6 +70,7 @@ def save_memory(
         content=req.content, key=req.key, type=req.type, scope=req.resolved_scope(),
         project=req.project, thread_id=req.thread_id, tags=req.tags, importance=req.importance,
         occurred_at=req.occurred_at, metadata=req.metadata, source=Source.EXPLICIT,
+        expires_at=req.expires_at,
     )
     accepted = submit(rt, TaskName.SAVE, command)
     result = _finish(rt, accepted, tenant, wait)
@@ -90,12 +92,13 @@ def list_memories(
     project: Annotated[str | None, Query(max_length=128)] = None,
     sort: Annotated[str, Query(pattern="^(created_at|updated_at|importance)$")] = "created_at",
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: Annotated[str | None, Query(max_length=65536)] = None,
+    cursor: Annotated[str | None, Query(max_length=4096)] = None,
 ) -> MemoryPage:
     """Newest (or most important) first; pass `next_cursor` back for the next page."""
+    check_page(limit, rt.settings)
     return reads.list_memories(
         rt, owner_of(tenant, user_id), type=type, tag=tag, scope=scope, project=project,
-        sort=sort, limit=min(limit, rt.settings.max_page_size), cursor=cursor,
+        sort=sort, limit=limit, cursor=cursor,
     )
 
 
@@ -144,8 +147,8 @@ def delete_memory(
 def forget_memories(
     rt: RuntimeDep, tenant: TenantDep, request_id: RequestIdDep, user_id: UserId,
     thread_id: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
-    before: datetime | None = None,
-    after: datetime | None = None,
+    before: WireDatetime | None = None,
+    after: WireDatetime | None = None,
     all: Annotated[bool, Query(description="forget every memory of the user")] = False,
     wait: Wait = 0,
 ) -> Response:

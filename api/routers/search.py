@@ -5,12 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter, BackgroundTasks
 
 from api.deps import RuntimeDep, TenantDep, owner_of
+from api.responses import ERROR_RESPONSES
 from shared import reads
 from shared.access import note_access
 from shared.limits import check_search
 from shared.schemas import ErrorBody, SearchRequest, SearchResponse
 
-router = APIRouter(prefix="/v1", tags=["search"])
+router = APIRouter(prefix="/v1", tags=["search"], responses=ERROR_RESPONSES)
 
 
 @router.post(

@@ -9,13 +9,14 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import RequestIdDep, RuntimeDep, TenantDep, owner_of
+from api.responses import ERROR_RESPONSES
 from shared.enqueue import submit
 from shared.models import utcnow
 from shared.queue.names import TaskName
 from shared.schemas import ErrorBody, Identifier, JobAccepted
 from shared.transfer import ImportCommand, export_lines, parse_import
 
-router = APIRouter(prefix="/v1", tags=["transfer"])
+router = APIRouter(prefix="/v1", tags=["transfer"], responses=ERROR_RESPONSES)
 
 UserId = Annotated[Identifier, Query(description="whose memories")]
 

@@ -7,10 +7,11 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from api.deps import RuntimeDep, TenantDep
+from api.responses import ERROR_RESPONSES
 from shared.schemas import ErrorBody, UserPage
 from shared.users import list_users
 
-router = APIRouter(prefix="/v1", tags=["users"])
+router = APIRouter(prefix="/v1", tags=["users"], responses=ERROR_RESPONSES)
 
 
 @router.get("/users", response_model=UserPage,

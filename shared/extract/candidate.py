@@ -25,3 +25,4 @@ class Candidate:
     # Imports carry the original creation time and state; everything else starts now, enabled.
     created_at: datetime | None = None
     enabled: bool = True
+    expires_at: datetime | None = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import Celery
 
-from shared.queue.names import QUEUE_OF, QueueName
+from shared.queue.names import QUEUE_OF, QueueName, TaskName
 from shared.settings import Settings, get_settings
 
 
@@ -30,9 +30,17 @@ def configure(app: Celery, settings: Settings) -> None:
         task_soft_time_limit=settings.task_soft_time_limit_s,
         task_time_limit=settings.task_time_limit_s,
         # Task events cost three Redis publishes per task. Server-mode workers start with
-        # them on (-E); the embedded worker only when Flower asks (enable_events).
-        worker_send_task_events=False,
-        task_send_sent_event=False,
+        # them on (-E) unless MEMORYD_TASK_EVENTS=false; the embedded worker only with
+        # MEMORYD_TASK_EVENTS=true or when Flower asks (enable_events).
+        worker_send_task_events=bool(settings.task_events),
+        task_send_sent_event=bool(settings.task_events),
+        beat_schedule={
+            "purge-expired": {
+                "task": TaskName.PURGE_EXPIRED.value,
+                "schedule": settings.retention_purge_interval_s,
+                "options": {"queue": QUEUE_OF[TaskName.PURGE_EXPIRED].value},
+            },
+        },
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,
         include=["workers.tasks"],

@@ -33,6 +33,23 @@ redis.call('EXPIRE', KEYS[1], ARGV[2])
 return false
 """
 
+# Failing also files the job in its tenant's failed-jobs index (score: the time it failed)
+# and keeps the task's arguments, so `POST /v1/jobs/{id}/retry` can send them again.
+_FAIL = """
+redis.call('HSET', KEYS[1], 'status', 'failed', 'error', ARGV[1], 'updated_at', ARGV[2],
+           'failed_at', ARGV[2])
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'payload', ARGV[3]) end
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+local tenant = redis.call('HGET', KEYS[1], 'tenant_id')
+if tenant then redis.call('ZADD', ARGV[6] .. tenant, ARGV[4], ARGV[7]) end
+return 1
+"""
+FAILED_INDEX = "memoryd:jobs:failed:"
+
+
+def failed_index(tenant_id: str) -> str:
+    return FAILED_INDEX + tenant_id
+
 
 class JobStore:
     def __init__(self, client: redis.Redis, ttl_s: int) -> None:
@@ -40,6 +57,7 @@ class JobStore:
         self._ttl = ttl_s
         self._create = client.register_script(_CREATE)
         self._begin = client.register_script(_BEGIN)
+        self._fail = client.register_script(_FAIL)
 
     @staticmethod
     def _key(job_id: str) -> str:
@@ -73,10 +91,24 @@ class JobStore:
         self._set(job_id, status=JobStatus.RETRYING.value, error=json.dumps(error))
 
     def mark_succeeded(self, job_id: str, result: dict[str, Any]) -> None:
-        self._set(job_id, status=JobStatus.SUCCEEDED.value, result=json.dumps(result), error="")
+        fields = {"status": JobStatus.SUCCEEDED.value, "result": json.dumps(result), "error": "",
+                  "updated_at": utcnow().isoformat()}
+        pipe = self._r.pipeline(transaction=False)
+        pipe.hset(self._key(job_id), mapping=cast(Mapping[Any, Any], fields))
+        # A retried job's kept arguments are no longer needed once it succeeds.
+        pipe.hdel(self._key(job_id), "payload")
+        pipe.expire(self._key(job_id), self._ttl)
+        pipe.execute()
 
-    def mark_failed(self, job_id: str, error: dict[str, Any]) -> None:
-        self._set(job_id, status=JobStatus.FAILED.value, error=json.dumps(error))
+    def mark_failed(
+        self, job_id: str, error: dict[str, Any], payload: dict[str, Any] | None = None
+    ) -> None:
+        now = utcnow()
+        args: list[str | int | float] = [
+            json.dumps(error), now.isoformat(), json.dumps(payload) if payload else "",
+            now.timestamp(), self._ttl, FAILED_INDEX, job_id,
+        ]
+        self._fail(keys=[self._key(job_id)], args=args)
 
     def set_progress(self, job_id: str, progress: dict[str, Any]) -> None:
         """How far a long job is (re-embedding: phase, done / total)."""

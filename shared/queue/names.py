@@ -21,6 +21,7 @@ class TaskName(StrEnum):
     REINDEX_BATCH = "index.reindex_batch"  # one batch of points; enqueues the next
     REINDEX_SWITCH = "index.reindex_switch"  # catch up with writes, switch atomically
     IMPORT = "memory.import"  # POST /v1/import: a batch of explicit saves, source=import
+    PURGE_EXPIRED = "memory.purge_expired"  # retention: delete what expired (beat / timer)
 
 
 QUEUE_OF: dict[TaskName, QueueName] = {
@@ -34,4 +35,5 @@ QUEUE_OF: dict[TaskName, QueueName] = {
     TaskName.REINDEX_BATCH: QueueName.MEMORY,
     TaskName.REINDEX_SWITCH: QueueName.MEMORY,
     TaskName.IMPORT: QueueName.MEMORY,
+    TaskName.PURGE_EXPIRED: QueueName.MEMORY,
 }

@@ -71,7 +71,7 @@ class MemoryTask(Task[Any, dict[str, Any]]):
         log.error("task_failed", error=str(exc), exc_info=not isinstance(exc, AppError),
                   **_origin(task_id, kwargs))
         if self.tracks_job:
-            get_runtime().jobs.mark_failed(task_id, error_body(exc))
+            get_runtime().jobs.mark_failed(task_id, error_body(exc), dict(kwargs or {}))
 
     def run_command(
         self,

@@ -24,7 +24,7 @@ KEYWORD_FIELDS = (
     "content_hash", "source", "state",
 )
 DATETIME_FIELDS = ("occurred_at", "created_at", "updated_at", "expires_at")
-FLOAT_FIELDS = ("created_ts", "updated_ts", "importance_rank")
+FLOAT_FIELDS = ("created_ts", "updated_ts", "importance_rank", "expires_ts")
 # (field, index kind): every filtered field is indexed, the tenant first.
 MEMORY_INDEXES: tuple[tuple[str, str], ...] = (
     ("tenant_id", "tenant"),
@@ -134,6 +134,19 @@ class Store(ABC):
         if not queries:
             return []
         return self._search_batch(scoped(owner, conditions), queries, limit, None, fields)
+
+    def find_across_owners(
+        self, conditions: Sequence[Condition], limit: int
+    ) -> list[StoredPoint]:
+        """Maintenance only (the retention purge): points of any owner matching `conditions`.
+
+        It returns ids and payloads; every change still goes through the owner-scoped
+        methods, with the owner read from the point.
+        """
+        if not conditions:
+            raise ValueError("find_across_owners needs at least one condition")
+        found, _ = self._scroll(AllOf(tuple(conditions)), limit, None, False)
+        return found
 
     def count(self, owner: Owner, conditions: Sequence[Condition] = ()) -> int:
         return self._count(scoped(owner, conditions))

@@ -33,7 +33,7 @@ def test_export_then_import_round_trip(api: httpx.Client, user: str) -> None:
          metadata={"note": "told the nurse"})
     save(api, user, "Trip to Kyoto with Mia", type="episodic",
          occurred_at="2023-04-05T10:00:00Z", thread_id="travel")
-    save(api, user, "Prefers tea over coffee", key="drink")
+    save(api, user, "Prefers tea over coffee", key="drink", expires_at="2099-01-01T00:00:00Z")
     hidden = save(api, user, "An old address on Elm Street").json()["memory"]
     assert api.patch(f"/v1/memories/{hidden['id']}", params={"user_id": user, "wait": 10},
                      json={"enabled": False}).status_code == 200
@@ -53,10 +53,11 @@ def test_export_then_import_round_trip(api: httpx.Client, user: str) -> None:
     for original in exported:
         copy = copied[original["content"]]
         for name in ("type", "tags", "importance", "key", "thread_id", "occurred_at",
-                     "created_at", "enabled", "metadata", "scope"):
+                     "created_at", "enabled", "metadata", "scope", "expires_at"):
             assert copy[name] == original[name], name
         assert copy["source"] == "import"
     assert copied["An old address on Elm Street"]["enabled"] is False
+    assert copied["Prefers tea over coffee"]["expires_at"].startswith("2099-01-01")
 
     # Importing the same file again adds nothing: the ids are deterministic.
     again = wait_job(api, import_lines(api, target, body).json()["job_id"])

@@ -1,0 +1,53 @@
+"""Per-key token bucket in Redis: over the rate → 429 rate_limited with Retry-After."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from conftest import KEY_A, KEY_B
+from live_gateway import gateway, settings_with
+
+from shared.errors import RateLimited
+from shared.rate_limit import RateLimiter
+
+
+def test_bucket_allows_burst_then_refuses(stack: Any) -> None:
+    client: redis.Redis = stack.runtime.redis
+    limiter = RateLimiter(client, per_s=0.5, burst=3)
+    key = f"k-{uuid.uuid4().hex}"
+    for _ in range(3):
+        limiter.take(key)
+    with pytest.raises(RateLimited) as refused:
+        limiter.take(key)
+    # One token comes back every 2 s at 0.5/s: the wait says so, rounded up to seconds.
+    assert refused.value.retry_after_s == 2
+    assert refused.value.headers == {"Retry-After": "2"}
+    # Another key has its own bucket.
+    limiter.take(f"{key}-other")
+
+
+def test_zero_rate_means_no_limit(stack: Any) -> None:
+    limiter = RateLimiter(stack.runtime.redis, per_s=0, burst=1)
+    for _ in range(5):
+        limiter.take("unlimited")
+
+
+def test_gateway_answers_429_with_retry_after(stack: Any, user: str) -> None:
+    settings = settings_with(stack, rate_limit_per_s=0.2, rate_limit_burst=2)
+    with gateway(settings, stack.runtime.store) as url:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {KEY_A}"}) as a:
+            codes = [a.get("/v1/jobs/none").status_code for _ in range(2)]
+            assert codes == [404, 404]
+            limited = a.get("/v1/jobs/none")
+            assert limited.status_code == 429
+            assert limited.json()["error"]["code"] == "rate_limited"
+            assert int(limited.headers["Retry-After"]) >= 1
+        # Each key has its own bucket.
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {KEY_B}"}) as b:
+            assert b.get("/v1/jobs/none").status_code == 404
+        # Liveness is not rate limited.
+        assert httpx.get(f"{url}/healthz").status_code == 200

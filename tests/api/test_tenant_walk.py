@@ -1,0 +1,161 @@
+"""Every route of the real app, called by tenant B with tenant A's memory ids, job ids and
+user ids: B never gets A's data and never changes it (A's points, vectors, audit trail and
+job records compared byte for byte before and after).
+
+The routes come from `app.routes`: a route that is in none of the lists below fails the
+test, so a new endpoint must say how it is walked before it can ship.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from helpers import save, wait_job
+from test_failed_jobs import failing_update
+
+from shared.models import Owner
+from shared.store.conditions import Match
+
+# Routes that carry no tenant data at all.
+PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/openapi.json"), ("GET", "/docs"),
+          ("GET", "/docs/oauth2-redirect"), ("GET", "/redoc"), ("HEAD", "/openapi.json"),
+          ("HEAD", "/docs"), ("HEAD", "/docs/oauth2-redirect"), ("HEAD", "/redoc")}
+
+SECRET = "A's secret: 我的银行卡密码提示是第一只猫的名字"
+
+
+class Victim:
+    def __init__(self, user: str, memory: dict[str, Any], job_id: str, failed_id: str) -> None:
+        self.user = user
+        self.memory = memory
+        self.job_id = job_id
+        self.failed_id = failed_id
+
+
+Call = Callable[[httpx.Client, Victim], httpx.Response]
+
+
+def _mid(v: Victim) -> str:
+    return str(v.memory["id"])
+
+
+# (method, path template) → the call B makes with A's ids. History and export are added
+# by other work: they are walked as soon as the app has them.
+CALLS: dict[tuple[str, str], Call] = {
+    ("POST", "/v1/search"): lambda c, v: c.post("/v1/search", json={
+        "user_id": v.user, "query": SECRET, "top_k": 10}),
+    ("POST", "/v1/context"): lambda c, v: c.post("/v1/context", json={
+        "user_id": v.user, "query": SECRET, "min_score": 0}),
+    ("GET", "/v1/memories"): lambda c, v: c.get("/v1/memories", params={"user_id": v.user}),
+    ("GET", "/v1/memories/{memory_id}"): lambda c, v: c.get(
+        f"/v1/memories/{_mid(v)}", params={"user_id": v.user}),
+    ("PATCH", "/v1/memories/{memory_id}"): lambda c, v: c.patch(
+        f"/v1/memories/{_mid(v)}", params={"user_id": v.user, "wait": 5},
+        json={"content": "overwritten by B", "enabled": False}),
+    ("DELETE", "/v1/memories/{memory_id}"): lambda c, v: c.delete(
+        f"/v1/memories/{_mid(v)}", params={"user_id": v.user, "wait": 5}),
+    ("DELETE", "/v1/memories"): lambda c, v: c.delete(
+        "/v1/memories", params={"user_id": v.user, "all": "true", "wait": 5}),
+    ("POST", "/v1/memories"): lambda c, v: c.post(
+        "/v1/memories", params={"wait": 5}, json={"user_id": v.user, "content": SECRET,
+                                                  "key": "pin"}),
+    ("POST", "/v1/interactions"): lambda c, v: c.post("/v1/interactions", json={
+        "user_id": v.user, "thread_id": "t-walk", "extract": "raw",
+        "messages": [{"role": "user", "content": "forget everything about me"}]}),
+    ("GET", "/v1/jobs/{job_id}"): lambda c, v: c.get(f"/v1/jobs/{v.job_id}"),
+    ("GET", "/v1/jobs"): lambda c, v: c.get("/v1/jobs", params={"status": "failed"}),
+    ("POST", "/v1/jobs/{job_id}/retry"): lambda c, v: c.post(f"/v1/jobs/{v.failed_id}/retry"),
+    ("GET", "/v1/memories/{memory_id}/history"): lambda c, v: c.get(
+        f"/v1/memories/{_mid(v)}/history", params={"user_id": v.user}),
+    ("GET", "/v1/export"): lambda c, v: c.get("/v1/export", params={"user_id": v.user}),
+    ("POST", "/v1/export"): lambda c, v: c.post("/v1/export", json={"user_id": v.user}),
+}
+
+
+def app_routes(stack: Any) -> set[tuple[str, str]]:
+    routes = set()
+    for route in stack.server.config.app.routes:
+        for method in getattr(route, "methods", None) or ():
+            routes.add((method, route.path))
+    return routes
+
+
+def snapshot(stack: Any, v: Victim) -> str:
+    """Everything of A's user, read from the store and Redis directly, as canonical JSON."""
+    store, r = stack.runtime.store, stack.runtime.redis
+    owner = Owner(tenant_id="tenant-a", user_id=v.user)
+    points = store.find_across_owners([Match("tenant_id", "tenant-a"),
+                                       Match("user_id", v.user)], 1000)
+    full = store.get(owner, sorted(p.id for p in points), with_vectors=True)
+    jobs = {j: {k.decode(): val.decode() for k, val in r.hgetall(f"memoryd:job:{j}").items()}
+            for j in (v.job_id, v.failed_id)}
+    return json.dumps({
+        "points": [(p.id, p.payload, p.dense) for p in full],
+        "audit": [e.model_dump(mode="json") for p in full for e in store.audit_of(owner, p.id)],
+        "jobs": jobs,
+        "failed": r.zscore("memoryd:jobs:failed:tenant-a", v.failed_id),
+    }, sort_keys=True, ensure_ascii=False)
+
+
+@pytest.fixture()
+def victim(stack: Any, api: httpx.Client, user: str) -> Victim:
+    saved = save(api, user, SECRET, thread_id="t-walk", tags=["secret"])
+    assert saved.status_code == 201
+    job = api.post("/v1/memories", json={"user_id": user, "content": "A likes jasmine tea"})
+    job_id = job.json()["job_id"]
+    assert wait_job(api, job_id)["status"] == "succeeded"
+    failed_id, _ = failing_update(stack, user, "a memory that does not exist yet")
+    assert wait_job(api, failed_id)["status"] == "failed"
+    return Victim(user, saved.json()["memory"], job_id, failed_id)
+
+
+def test_every_route_is_classified(stack: Any) -> None:
+    unclassified = app_routes(stack) - PUBLIC - set(CALLS)
+    assert not unclassified, f"routes not in the tenant walk: {sorted(unclassified)}"
+
+
+def test_other_tenant_walk(stack: Any, api: httpx.Client, api_b: httpx.Client,
+                           victim: Victim) -> None:
+    before = snapshot(stack, victim)
+    walked = sorted(app_routes(stack) & set(CALLS))
+    b_jobs = []
+    for route in walked:
+        response = CALLS[route](api_b, victim)
+        text = response.text
+        assert response.status_code < 500, (route, text)
+        # Never A's data: not its content, not its job's result, not its failed job.
+        assert SECRET not in text or route in {("POST", "/v1/memories")}, (route, text)
+        assert "jasmine" not in text, (route, text)
+        assert victim.failed_id not in text or route == ("POST", "/v1/jobs/{job_id}/retry"), \
+            (route, text)
+        if route in {("GET", "/v1/memories/{memory_id}"), ("PATCH", "/v1/memories/{memory_id}"),
+                     ("DELETE", "/v1/memories/{memory_id}"), ("GET", "/v1/jobs/{job_id}"),
+                     ("POST", "/v1/jobs/{job_id}/retry"),
+                     ("GET", "/v1/memories/{memory_id}/history")}:
+            assert response.status_code == 404, (route, text)
+        body = response.json()
+        if route == ("GET", "/v1/memories"):
+            # Walked before B saves anything for this user id (the walk is sorted).
+            assert response.status_code == 200 and body["items"] == []
+        if route == ("GET", "/v1/jobs"):
+            assert response.status_code == 200
+            assert not {victim.job_id, victim.failed_id} & {i["job_id"] for i in body["items"]}
+        if route == ("POST", "/v1/search"):
+            assert body["results"] == []
+        if route == ("POST", "/v1/context"):
+            assert body["items"] == [] and body["block"] == ""
+        if isinstance(body, dict) and "job_id" in body and response.status_code == 202:
+            b_jobs.append(body["job_id"])
+    # B's own writes ran to the end (in B's tenant) before A is compared again.
+    for job_id in b_jobs:
+        assert wait_job(api_b, job_id)["status"] in ("succeeded", "failed")
+    time.sleep(0.2)
+    assert snapshot(stack, victim) == before
+    # And A still reads its memory through the API, unchanged.
+    got = api.get(f"/v1/memories/{victim.memory['id']}", params={"user_id": victim.user})
+    assert got.json() == victim.memory

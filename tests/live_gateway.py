@@ -1,0 +1,51 @@
+"""A second gateway over real HTTP with its own settings (limits, rate), for the tests that
+need other settings than the session stack's. It shares the session's Redis; it opens no
+store unless a request reaches one (the checks under test answer before that)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
+
+from api.app import create_app
+from shared.auth import KeyRing, parse_api_keys
+from shared.runtime import Runtime
+from shared.settings import Settings
+from shared.store import Store
+
+
+@contextmanager
+def gateway(settings: Settings, store: Store | None = None) -> Iterator[str]:
+    """`store`: the session stack's, when requests may reach it (an Edge shard opens once
+    per process)."""
+    assert settings.api_keys is not None
+    runtime = Runtime(settings)
+    runtime._store = store
+    app = create_app(runtime, KeyRing(parse_api_keys(settings.api_keys.get_secret_value())))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=settings.port,
+                                           log_config=None, access_log=False))
+    thread = threading.Thread(target=server.run, name="test-gateway", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test gateway did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{settings.port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        runtime._store = None  # the stack's: it closes it
+        runtime.close()
+
+
+def settings_with(stack: Any, **overrides: Any) -> Settings:
+    from shared.redis_runtime import free_port
+
+    return stack.settings.model_copy(update={"port": free_port(), **overrides})

@@ -1,0 +1,49 @@
+"""`memoryd keys create|list|revoke` against a real Redis."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import redis_db_url
+from typer.testing import CliRunner
+
+from shared.api_keys import ApiKeyStore
+from shared.auth import key_digest
+from workers.cli import app
+
+
+def test_create_list_revoke(redis_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import redis
+
+    url = redis_db_url(redis_server, 7)
+    monkeypatch.setenv("MEMORYD_REDIS_URL", url)
+    runner = CliRunner()
+    created = runner.invoke(app, ["keys", "create", "--tenant", "acme", "--scopes", "read,admin",
+                                  "--name", "运维 ops"])
+    assert created.exit_code == 0, created.output
+    key = created.output.splitlines()[0].strip()
+    key_id = re.search(r"id (key_[0-9a-f]+)", created.output)
+    assert key.startswith("mk_") and key_id
+    store = ApiKeyStore(redis.Redis.from_url(url))
+    principal = store.lookup(key_digest(key))
+    assert principal is not None and principal.tenant == "acme"
+    assert {s.value for s in principal.scopes} == {"read", "admin"}
+
+    listed = runner.invoke(app, ["keys", "list"])
+    assert listed.exit_code == 0
+    line = next(row for row in listed.output.splitlines() if key_id.group(1) in row)
+    assert "acme" in line and "admin,read" in line and "revoked=-" in line and "运维 ops" in line
+    assert key not in listed.output and key[7:] not in listed.output
+
+    revoked = runner.invoke(app, ["keys", "revoke", key_id.group(1)])
+    assert revoked.exit_code == 0
+    assert store.lookup(key_digest(key)) is None
+    assert "revoked=-" not in next(
+        row for row in runner.invoke(app, ["keys", "list"]).output.splitlines()
+        if key_id.group(1) in row)
+
+    bad = runner.invoke(app, ["keys", "create", "--tenant", "acme", "--scopes", "read,root"])
+    assert bad.exit_code == 1 and "scopes" in bad.output
+    missing = runner.invoke(app, ["keys", "revoke", "key_nope"])
+    assert missing.exit_code == 1 and "not_found" in missing.output
