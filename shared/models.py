@@ -114,6 +114,10 @@ class MemoryRecord(BaseModel):
     embedding_model: str
     job_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # Versions and conflicts (shared/conflicts.py): a superseded memory leaves search.
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    conflicts_with: list[str] = Field(default_factory=list)
 
     def to_payload(self) -> dict[str, Any]:
         payload = self.model_dump(mode="json", exclude={"id"})
@@ -125,6 +129,8 @@ class MemoryRecord(BaseModel):
         # Searches filter on this keyword, not on the bool: Qdrant Edge 0.9 never matches
         # boolean payload values (a binding bug), and later states (superseded) fit here.
         payload["state"] = "active" if self.enabled else "disabled"
+        if self.superseded_by is not None:
+            payload["state"] = "superseded"
         return payload
 
     @classmethod

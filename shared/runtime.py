@@ -13,6 +13,7 @@ import redis
 from celery import Celery
 
 from shared.embeddings import CachedQueryEmbedder, Embedder, make_embedder
+from shared.llm import ChatClient, make_chat_client, make_judge_client
 from shared.queue.jobs import JobStore
 from shared.scoring import Weights
 from shared.settings import Settings, get_settings
@@ -45,6 +46,14 @@ class Runtime:
     @cached_property
     def query_embedder(self) -> Embedder:
         return CachedQueryEmbedder(self.embedder, self.settings.query_cache_size)
+
+    @cached_property
+    def llm(self) -> ChatClient | None:
+        return make_chat_client(self.settings)
+
+    @cached_property
+    def judge_llm(self) -> ChatClient | None:
+        return make_judge_client(self.settings)
 
     @cached_property
     def search_weights(self) -> Weights:

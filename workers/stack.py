@@ -12,6 +12,7 @@ import uvicorn
 from api.app import create_app
 from shared.auth import KeyRing, ensure_embedded_key
 from shared.logs import configure_logging, get_logger
+from shared.queue.names import QueueName
 from shared.redis_runtime import RedisHandle, ensure_redis
 from shared.runtime import Runtime, set_runtime
 from shared.settings import Settings
@@ -34,6 +35,7 @@ class EmbeddedStack:
         self.redis: RedisHandle | None = None
         self.runtime: Runtime | None = None
         self.worker: InProcessWorker | None = None
+        self.llm_worker: InProcessWorker | None = None
         self.server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -50,7 +52,18 @@ class EmbeddedStack:
         set_runtime(self.runtime)
         _ = self.runtime.store  # opens the shard and checks the embedding model now, not later
         keyring = KeyRing.from_settings(settings, embedded=True)
-        self.worker = InProcessWorker(self.runtime.celery, settings.worker_concurrency)
+        if settings.llm_configured:
+            # Two workers, one per queue: LLM tasks can never take every thread from the
+            # cheap writes (raw ingest, saves, deletions).
+            self.worker = InProcessWorker(self.runtime.celery, settings.worker_concurrency,
+                                          queues=[QueueName.MEMORY.value])
+            self.llm_worker = InProcessWorker(
+                self.runtime.celery, settings.llm_worker_concurrency,
+                hostname="embedded-llm@memoryd", queues=[QueueName.LLM.value],
+            )
+            self.llm_worker.start()
+        else:
+            self.worker = InProcessWorker(self.runtime.celery, settings.worker_concurrency)
         self.worker.start()
         app = create_app(self.runtime, keyring)
         config = uvicorn.Config(
@@ -90,6 +103,9 @@ class EmbeddedStack:
         if self._thread is not None:
             self._thread.join(15)
             self._thread = None
+        if self.llm_worker is not None:
+            self.llm_worker.stop()
+            self.llm_worker = None
         if self.worker is not None:
             self.worker.stop()
             self.worker = None

@@ -12,7 +12,9 @@ from shared.commands import (
     SaveCommand,
     UpdateCommand,
 )
+from shared.llm_extraction import extract_with_llm
 from shared.queue.celery_app import app
+from shared.queue.llm_task import LLMTask
 from shared.queue.names import TaskName
 from shared.queue.task_base import MemoryTask
 from shared.runtime import get_runtime
@@ -47,3 +49,8 @@ def forget(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
 @app.task(name=TaskName.FLUSH_ACCESS.value, base=MemoryTask, bind=True, tracks_job=False)
 def flush_access(self: MemoryTask) -> dict[str, Any]:
     return access.flush_and_reschedule(get_runtime())
+
+
+@app.task(name=TaskName.EXTRACT_LLM.value, base=LLMTask, bind=True)
+def extract_llm(self: LLMTask, command: dict[str, Any]) -> dict[str, Any]:
+    return self.run_command(command, IngestCommand, extract_with_llm)

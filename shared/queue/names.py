@@ -17,6 +17,7 @@ class TaskName(StrEnum):
     DELETE = "memory.delete"
     FORGET = "memory.forget"
     FLUSH_ACCESS = "memory.flush_access"  # batched access statistics from searches
+    EXTRACT_LLM = "memory.extract_llm"  # an interaction through the LLM extractor
 
 
 QUEUE_OF: dict[TaskName, QueueName] = {
@@ -26,4 +27,5 @@ QUEUE_OF: dict[TaskName, QueueName] = {
     TaskName.DELETE: QueueName.MEMORY,
     TaskName.FORGET: QueueName.MEMORY,
     TaskName.FLUSH_ACCESS: QueueName.MEMORY,
+    TaskName.EXTRACT_LLM: QueueName.LLM,
 }
