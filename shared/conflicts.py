@@ -15,10 +15,9 @@ from typing import Any
 from shared.extract.llm_prompt import judge_messages
 from shared.llm.ask import ask_json
 from shared.llm.base import ChatClient
-from shared.models import Owner
 from shared.schemas import SearchHit
 from shared.settings import Settings
-from shared.store import Store
+from shared.versions import version_chain
 from shared.writes import dedup_threshold
 
 # Measured with e5-small: changed facts score 0.86 ("I live in Berlin" / "I moved to
@@ -76,25 +75,4 @@ def order_conflicts(hits: Sequence[SearchHit]) -> list[SearchHit]:
     return out
 
 
-def version_chain(store: Store, owner: Owner, memory_id: str, limit: int = 50) -> list[str]:
-    """Every version of a memory, oldest first, following supersedes / superseded_by."""
-    found = store.get(owner, [memory_id])
-    if not found:
-        return []
-    chain = [memory_id]
-    payload = found[0].payload
-    back = payload.get("supersedes")
-    while back and back not in chain and len(chain) < limit:
-        older = store.get(owner, [back])
-        if not older:
-            break
-        chain.insert(0, back)
-        back = older[0].payload.get("supersedes")
-    forward = payload.get("superseded_by")
-    while forward and forward not in chain and len(chain) < limit:
-        newer = store.get(owner, [forward])
-        if not newer:
-            break
-        chain.append(forward)
-        forward = newer[0].payload.get("superseded_by")
-    return chain
+__all__ = ["Verdict", "conflict_band", "in_band", "judge", "order_conflicts", "version_chain"]

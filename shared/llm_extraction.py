@@ -18,7 +18,14 @@ from shared.errors import ExtractorUnavailable
 from shared.extract.candidate import Candidate
 from shared.extract.forget_intent import has_forget_intent
 from shared.extract.llm_prompt import extraction_messages
-from shared.extract.operations import Action, Dropped, Planned, ReplyShape, validate_operations
+from shared.extract.operations import (
+    Action,
+    Dropped,
+    Planned,
+    ReplyShape,
+    Said,
+    validate_operations,
+)
 from shared.identity import content_hash, memory_id
 from shared.keywords import keyword_vector
 from shared.llm.ask import ask_json
@@ -76,9 +83,11 @@ class LLMExtraction:
             self.client, extraction_messages(messages, when, aliases),
             self.settings.llm_parse_retries, _operations, "extraction",
         )
+        said = Said.of([m.content for m in users],
+                       [m.content for m in messages if m.role is Role.ASSISTANT])
         planned, dropped = validate_operations(
             raw_ops, aliases, has_forget_intent(users[-1].content),
-            self.settings.llm_min_confidence,
+            self.settings.llm_min_confidence, said,
         )
         steps = self._resolve(cmd, planned)
         for step in steps:

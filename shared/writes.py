@@ -43,6 +43,7 @@ from shared.runtime import Runtime
 from shared.schemas import MemoryView, SaveResult
 from shared.store import PointData
 from shared.store.conditions import Between, Condition, Match
+from shared.versions import version_chain
 
 
 @dataclass
@@ -137,10 +138,13 @@ class MemoryWriter:
         owner = cmd.owner
         with self._lock(owner):
             found = self.rt.store.get(owner, [cmd.memory_id])
-            if found:
-                self.rt.store.delete(owner, [cmd.memory_id])
-                self.rt.store.erase_audit_content(owner, [cmd.memory_id])
-                self._audit(owner, cmd.memory_id, "DELETE", None, None, job_id)
+            # Forgetting a memory forgets its earlier versions too (shared/conflicts.py).
+            ids = version_chain(self.rt.store, owner, cmd.memory_id) if found else []
+            if ids:
+                self.rt.store.delete(owner, ids)
+                self.rt.store.erase_audit_content(owner, ids)
+                for mid in ids:
+                    self._audit(owner, mid, "DELETE", None, None, job_id)
         return {"deleted": len(found), "ids": [p.id for p in found]}
 
     def forget(self, cmd: ForgetCommand, job_id: str) -> dict[str, Any]:
@@ -323,3 +327,4 @@ def summarize(results: Sequence[WriteResult], mode: str) -> dict[str, Any]:
 
 
 __all__ = ["MemoryWriter", "WriteResult", "summarize", "Source"]
+

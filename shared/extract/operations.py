@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from shared.keywords import tokenize
 from shared.models import MemoryRecord, MemoryType
 from shared.redaction import found_secrets
 
@@ -75,11 +76,34 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {err['msg']}"
 
 
+@dataclass(frozen=True)
+class Said:
+    """Who said which words: a memory must rest on the user's, not the assistant's."""
+
+    user: frozenset[str]
+    assistant: frozenset[str]
+
+    @classmethod
+    def of(cls, user_texts: list[str], assistant_texts: list[str]) -> Said:
+        return cls(frozenset(tokenize(" ".join(user_texts))),
+                   frozenset(tokenize(" ".join(assistant_texts))))
+
+    def assistant_only(self, content: str) -> bool:
+        """Most of the content's words come from the assistant and fewer from the user."""
+        words = set(tokenize(content)) - {"user", "用户"}
+        if not words or not self.assistant:
+            return False
+        from_user = len(words & self.user) / len(words)
+        from_assistant = len(words & self.assistant) / len(words)
+        return from_user < 0.5 and from_assistant > from_user
+
+
 def validate_operations(
     raw_ops: list[Any],
     aliases: dict[str, MemoryRecord],
     forget_intent: bool,
     min_confidence: float,
+    said: Said | None = None,
 ) -> tuple[list[Planned], list[Dropped]]:
     planned: list[Planned] = []
     dropped: list[Dropped] = []
@@ -91,7 +115,7 @@ def validate_operations(
             dropped.append(Dropped(index, f"invalid operation: {_first_error(exc)}",
                                    action=str(action) if action is not None else None))
             continue
-        step, reason = _check(index, op, aliases, forget_intent, min_confidence)
+        step, reason = _check(index, op, aliases, forget_intent, min_confidence, said)
         if step is not None:
             planned.append(step)
         else:
@@ -101,7 +125,7 @@ def validate_operations(
 
 def _check(
     index: int, op: Operation, aliases: dict[str, MemoryRecord], forget_intent: bool,
-    min_confidence: float,
+    min_confidence: float, said: Said | None,
 ) -> tuple[Planned | None, str]:
     if op.action is Action.IGNORE:
         return None, "IGNORE"
@@ -124,4 +148,6 @@ def _check(
     secrets = found_secrets(content)
     if secrets:
         return None, f"content holds a secret ({', '.join(secrets)})"
+    if said is not None and said.assistant_only(content):
+        return None, "content rests on the assistant's words, not the user's"
     return Planned(index, op, content, target), ""
