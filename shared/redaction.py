@@ -96,9 +96,12 @@ def _card(match: re.Match[str]) -> str:
 
 def _phone(match: re.Match[str]) -> str:
     text = match.group(0)
-    if 7 <= len(re.sub(r"\D", "", text)) <= 15:
-        return "[PHONE]"
-    # Too many digits: the match began in a neighbouring number; look again past its start.
+    # Too many digits: the match ran into a neighbouring number. Try it shorter, then
+    # starting later.
+    ends = [g.end() for g in re.finditer(r"\d+", text)]
+    for end in reversed(ends):
+        if 7 <= len(re.sub(r"\D", "", text[:end])) <= 15:
+            return "[PHONE]" + text[end:]
     return text[0] + _PHONE.sub(_phone, text[1:])
 
 

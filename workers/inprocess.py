@@ -15,9 +15,15 @@ log = get_logger("memoryd.worker")
 
 
 class _Controller(WorkController):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, event_loop: bool = True, **kwargs: Any) -> None:
         self.ready = threading.Event()
+        self._event_loop = event_loop
         super().__init__(*args, **kwargs)
+
+    def should_use_eventloop(self) -> bool:
+        # kombu's event loop is one per process (a module global): a second worker in the
+        # process must poll without it, or its delayed retries (ETA) never run.
+        return self._event_loop and bool(super().should_use_eventloop())
 
     def on_consumer_ready(self, consumer: Any) -> None:
         self.ready.set()
@@ -32,7 +38,7 @@ class InProcessWorker:
 
     def __init__(
         self, app: Celery, concurrency: int, hostname: str = "embedded@memoryd",
-        queues: list[str] | None = None,
+        queues: list[str] | None = None, event_loop: bool = True,
     ) -> None:
         import workers.tasks  # noqa: F401  (registers the tasks on the app)
 
@@ -46,6 +52,7 @@ class InProcessWorker:
             without_mingle=True,
             without_gossip=True,
             loglevel="WARNING",
+            event_loop=event_loop,
         )
         self._thread = threading.Thread(
             target=self._controller.start, name="celery-worker", daemon=True

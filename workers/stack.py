@@ -12,11 +12,13 @@ import uvicorn
 from api.app import create_app
 from shared.auth import KeyRing, ensure_embedded_key
 from shared.logs import configure_logging, get_logger
+from shared.queue.celery_app import create_app as create_celery_app
 from shared.queue.names import QueueName
 from shared.redis_runtime import RedisHandle, ensure_redis
 from shared.runtime import Runtime, set_runtime
 from shared.settings import Settings
 from workers.inprocess import InProcessWorker
+from workers.tasks import register_llm_tasks
 
 log = get_logger("memoryd.stack")
 
@@ -57,9 +59,13 @@ class EmbeddedStack:
             # cheap writes (raw ingest, saves, deletions).
             self.worker = InProcessWorker(self.runtime.celery, settings.worker_concurrency,
                                           queues=[QueueName.MEMORY.value])
+            # A worker's queue selection lives on its app, so the second one needs its own.
+            llm_app = create_celery_app(settings)
+            register_llm_tasks(llm_app)
             self.llm_worker = InProcessWorker(
-                self.runtime.celery, settings.llm_worker_concurrency,
+                llm_app, settings.llm_worker_concurrency,
                 hostname="embedded-llm@memoryd", queues=[QueueName.LLM.value],
+                event_loop=False,
             )
             self.llm_worker.start()
         else:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from celery import Celery
+
 from shared import access
 from shared.commands import (
     DeleteCommand,
@@ -51,6 +53,13 @@ def flush_access(self: MemoryTask) -> dict[str, Any]:
     return access.flush_and_reschedule(get_runtime())
 
 
-@app.task(name=TaskName.EXTRACT_LLM.value, base=LLMTask, bind=True)
-def extract_llm(self: LLMTask, command: dict[str, Any]) -> dict[str, Any]:
+def _extract_llm(self: LLMTask, command: dict[str, Any]) -> dict[str, Any]:
     return self.run_command(command, IngestCommand, extract_with_llm)
+
+
+def register_llm_tasks(celery: Celery) -> None:
+    """LLM tasks on an app of their own: the embedded mode's second worker (inprocess.py)."""
+    celery.task(name=TaskName.EXTRACT_LLM.value, base=LLMTask, bind=True)(_extract_llm)
+
+
+extract_llm = app.task(name=TaskName.EXTRACT_LLM.value, base=LLMTask, bind=True)(_extract_llm)
