@@ -7,6 +7,7 @@ from typing import Any
 
 from celery import Celery
 from celery.worker import WorkController
+from kombu.asynchronous import set_event_loop
 
 from shared.logs import get_logger
 from shared.queue.names import QueueName
@@ -15,15 +16,14 @@ log = get_logger("memoryd.worker")
 
 
 class _Controller(WorkController):
-    def __init__(self, *args: Any, event_loop: bool = True, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, own_event_loop: bool = False, **kwargs: Any) -> None:
         self.ready = threading.Event()
-        self._event_loop = event_loop
+        if own_event_loop:
+            # Celery's Hub step reuses kombu's process-wide event loop when one exists; a
+            # second worker sharing the first one's loop never fires its own timers (a
+            # retry's countdown), so it gets a loop of its own.
+            set_event_loop(None)
         super().__init__(*args, **kwargs)
-
-    def should_use_eventloop(self) -> bool:
-        # kombu's event loop is one per process (a module global): a second worker in the
-        # process must poll without it, or its delayed retries (ETA) never run.
-        return self._event_loop and bool(super().should_use_eventloop())
 
     def on_consumer_ready(self, consumer: Any) -> None:
         self.ready.set()
@@ -38,7 +38,7 @@ class InProcessWorker:
 
     def __init__(
         self, app: Celery, concurrency: int, hostname: str = "embedded@memoryd",
-        queues: list[str] | None = None, event_loop: bool = True,
+        queues: list[str] | None = None, own_event_loop: bool = False,
     ) -> None:
         import workers.tasks  # noqa: F401  (registers the tasks on the app)
 
@@ -52,7 +52,7 @@ class InProcessWorker:
             without_mingle=True,
             without_gossip=True,
             loglevel="WARNING",
-            event_loop=event_loop,
+            own_event_loop=own_event_loop,
         )
         self._thread = threading.Thread(
             target=self._controller.start, name="celery-worker", daemon=True

@@ -65,7 +65,7 @@ class EmbeddedStack:
             self.llm_worker = InProcessWorker(
                 llm_app, settings.llm_worker_concurrency,
                 hostname="embedded-llm@memoryd", queues=[QueueName.LLM.value],
-                event_loop=False,
+                own_event_loop=True,
             )
             self.llm_worker.start()
         else:
