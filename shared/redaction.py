@@ -50,7 +50,7 @@ _ID_NUMBER = re.compile(
     r"\d{3}[0-9Xx](?![0-9A-Za-z])"
 )
 # Any run of digit groups; `_card` looks inside it for a Luhn-valid card.
-_CARD = re.compile(r"(?<![\d\-])\d+(?:[ \-]\d+)*(?!\d)")
+_CARD = re.compile(r"(?<![\d\-+])\d+(?:[ \-]\d+)*(?!\d)")  # "+…" is a phone number
 _PHONE = re.compile(
     r"(?<![\d+])(?:"
     r"\+\d{1,3}[ \-]?(?:\(\d{1,4}\)[ \-]?)?\d{1,4}(?:[ \-]?\d{2,4}){1,4}"  # +44 20 …
@@ -108,14 +108,11 @@ def _phone(match: re.Match[str]) -> str:
 def _named(placeholder: str) -> Callable[[re.Match[str]], str]:
     def replace(match: re.Match[str]) -> str:
         value = match.group(2)
-        if value.startswith("[") and value.rstrip("]").strip("[").upper() in _KINDS:
-            return match.group(0)
+        if any(p in value for p in PLACEHOLDERS):
+            return match.group(0)  # already redacted (by this or another kind)
         return match.group(1) + placeholder
 
     return replace
-
-
-_KINDS = {p.strip("[]") for p in PLACEHOLDERS}
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from shared.commands import Command
 from shared.errors import LLMRateLimited
 from shared.queue.task_base import C, MemoryTask
 from shared.settings import get_settings
@@ -35,5 +34,3 @@ class LLMTask(MemoryTask):
             countdown = min(exc.retry_after_s, float(self.retry_backoff_max or 60))
             raise self.retry(exc=exc, countdown=countdown) from exc
 
-
-__all__ = ["LLMTask", "Command"]

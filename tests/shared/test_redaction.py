@@ -119,14 +119,14 @@ _passwords = st.builds(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=1000)
 @given(st.text(max_size=300))
 def test_any_text_redacts_without_error_and_idempotently(text: str) -> None:
     once = redact(text)
     assert redact(once) == once
 
 
-@settings(max_examples=300)
+@settings(max_examples=1000)
 @given(_words, st.one_of(_emails, _cn_mobiles, _intl_phones, _cards, _ids, _keys, _tokens),
        _words)
 def test_no_generated_secret_survives(before: str, secret: str, after: str) -> None:
