@@ -2,6 +2,7 @@
 
     python ops/bench.py [--embedder e5-small|use] [--sizes 10000,100000]
                         [--phases enqueue,ingest,search] [--out bench-results/bench.json]
+    python ops/bench.py --phases extract [--extract-latency-ms 300] [--extract-workers 1,2,4]
                         [--locomo ../shared/bench/locomo10.json]
     (or, from the project root: python -m ops.bench ...)
 
@@ -34,6 +35,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ops.bench_common import ROOT, Options, log  # noqa: E402
+from ops.bench_extract import run_extract_phase  # noqa: E402
 from ops.bench_fill import load_locomo  # noqa: E402
 from ops.bench_report import (  # noqa: E402
     goals_block,
@@ -46,6 +48,8 @@ from ops.bench_search import run_search_phase  # noqa: E402
 from ops.bench_writes import run_write_phases  # noqa: E402
 
 PHASES = ("enqueue", "ingest", "search")
+# Not in the default run (it starts one stack per worker count): ask for it by name.
+EXTRA_PHASES = ("extract",)
 DEFAULT_LOCOMO = ROOT.parent / "shared" / "bench" / "locomo10.json"
 DEFAULT_OUT = ROOT / "bench-results" / "bench.json"
 DEFAULT_CACHE = ROOT / "bench-results" / "cache"
@@ -79,11 +83,28 @@ def parse_args(argv: Sequence[str] | None) -> Options:
                         help="queries for the embedder probe (single, and again on 2 threads)")
     parser.add_argument("--pool-limit", type=int, default=None,
                         help="embed only the first N LoCoMo turns (for quick runs)")
+    parser.add_argument("--extract-latency-ms", type=int, default=300,
+                        help="extract phase: the fake LLM's fixed latency")
+    parser.add_argument("--extract-jobs", type=int, default=40,
+                        help="extract phase: LLM interactions per worker count")
+    parser.add_argument("--extract-workers", default="1,2,4",
+                        help="extract phase: llm worker threads per run, comma-separated")
+    parser.add_argument("--extract-enqueue-n", type=int, default=200,
+                        help="extract phase: enqueues timed idle and saturated")
+    parser.add_argument("--extract-raw-n", type=int, default=10,
+                        help="extract phase: raw ingests timed idle and saturated")
     args = parser.parse_args(argv)
     phases = [p.strip() for p in args.phases.split(",") if p.strip()]
-    unknown = sorted(set(phases) - set(PHASES))
+    unknown = sorted(set(phases) - set(PHASES) - set(EXTRA_PHASES))
     if unknown or not phases:
-        parser.error(f"--phases: unknown {unknown}; choose from {','.join(PHASES)}")
+        parser.error(f"--phases: unknown {unknown}; choose from "
+                     f"{','.join(PHASES + EXTRA_PHASES)}")
+    try:
+        extract_workers = tuple(int(w) for w in args.extract_workers.split(",") if w.strip())
+    except ValueError:
+        parser.error("--extract-workers takes integers, e.g. 1,2,4")
+    if not extract_workers or min(extract_workers) < 1:
+        parser.error("--extract-workers: give at least one count of 1 or more")
     try:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     except ValueError:
@@ -95,7 +116,8 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     if "search" in phases and not sizes:
         parser.error("--sizes is empty")
     for name in ("per_user", "enqueue_n", "ingest_n", "ingest_users", "search_n",
-                 "concurrent_n", "clients", "probe_n"):
+                 "concurrent_n", "clients", "probe_n", "extract_latency_ms", "extract_jobs",
+                 "extract_enqueue_n", "extract_raw_n"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     return Options(
@@ -104,6 +126,9 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         per_user=args.per_user, enqueue_n=args.enqueue_n, ingest_n=args.ingest_n,
         ingest_users=args.ingest_users, search_n=args.search_n, concurrent_n=args.concurrent_n,
         clients=args.clients, probe_n=args.probe_n, pool_limit=args.pool_limit,
+        extract_latency_ms=args.extract_latency_ms, extract_jobs=args.extract_jobs,
+        extract_workers=extract_workers, extract_enqueue_n=args.extract_enqueue_n,
+        extract_raw_n=args.extract_raw_n,
     )
 
 
@@ -150,6 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with work_dir(opts) as workdir:
             if "enqueue" in opts.phases or "ingest" in opts.phases:
                 report.update(run_write_phases(opts, locomo, workdir))
+            if "extract" in opts.phases:
+                report["extract"] = run_extract_phase(opts, workdir)
             if "search" in opts.phases:
                 report["search"] = run_search_phase(opts, locomo, workdir)
                 largest = max(report["search"]["sizes"], key=lambda e: e["memories"])

@@ -56,3 +56,9 @@ class Options:
     clients: int
     probe_n: int
     pool_limit: int | None
+    # The extraction phase (ops/bench_extract.py).
+    extract_latency_ms: int = 300
+    extract_jobs: int = 40
+    extract_workers: tuple[int, ...] = (1, 2, 4)
+    extract_enqueue_n: int = 200
+    extract_raw_n: int = 10

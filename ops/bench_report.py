@@ -12,6 +12,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ops.bench_extract import extract_rows
+
 GOALS: dict[str, tuple[str, float, str]] = {
     # key: (comparison, bound, unit)
     "enqueue_p50_ms": ("<=", 3.0, "ms"),
@@ -124,6 +126,8 @@ def render(report: dict[str, Any]) -> str:
                 contention(many))
             row(f"stack peak RSS (VmHWM) after {entry['memories']:,}",
                 entry["stack_memory"]["vmhwm_mib"], "MiB", "gateway + in-process worker")
+    for extract_row in extract_rows(report):
+        row(*extract_row)
     if "gateway_rss" in report:
         rss = report["gateway_rss"]
         row(f"gateway peak RSS after search at {rss['after_search_at']:,}", rss["vmhwm_mib"],

@@ -108,13 +108,14 @@ class Stack:
 
     def __init__(
         self, label: str, data_dir: Path, log_dir: Path, embedder: str,
-        worker_concurrency: int | None = None,
+        worker_concurrency: int | None = None, extra_env: dict[str, str] | None = None,
     ) -> None:
         self.label = label
         self.data_dir = data_dir
         self.log_path = log_dir / f"stack-{label}.log"
         self.embedder = embedder
         self.worker_concurrency = worker_concurrency
+        self.extra_env = dict(extra_env or {})
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.api_key = ""
@@ -145,6 +146,7 @@ class Stack:
         })
         if self.worker_concurrency is not None:
             env["MEMORYD_WORKER_CONCURRENCY"] = str(self.worker_concurrency)
+        env.update(self.extra_env)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "workers.cli", "up", "--port", str(self.port),
                "--data-dir", str(self.data_dir)]

@@ -108,6 +108,45 @@ class EmbeddingModelMismatch(ConfigurationError):
     code = "embedding_model_mismatch"
 
 
+class LLMUnavailable(TransientError):
+    """The model timed out, could not be reached or answered 5xx."""
+
+    code = "llm_unavailable"
+
+
+class LLMRateLimited(TransientError):
+    code = "llm_rate_limited"
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None, **kw: Any):
+        super().__init__(message, **kw)
+        self.retry_after_s = retry_after_s
+
+    def to_dict(self) -> dict[str, Any]:
+        body = super().to_dict()
+        if self.retry_after_s is not None:
+            body["retry_after_s"] = self.retry_after_s
+        return body
+
+
+class LLMRejected(PermanentError):
+    """The provider refused the request (4xx other than 429): its message is the reason."""
+
+    code = "llm_rejected"
+
+
+class LLMReplyInvalid(PermanentError):
+    """The model's reply never parsed; the (redacted) reply is kept for the failed-jobs view."""
+
+    code = "llm_reply_invalid"
+
+    def __init__(self, message: str, *, reply: str = "", **kw: Any):
+        super().__init__(message, **kw)
+        self.reply = reply
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "reply": self.reply}
+
+
 def _all_subclasses(cls: type[AppError]) -> list[type[AppError]]:
     found: list[type[AppError]] = []
     for sub in cls.__subclasses__():

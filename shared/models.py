@@ -114,6 +114,10 @@ class MemoryRecord(BaseModel):
     embedding_model: str
     job_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # Versions and conflicts (shared/conflicts.py): a superseded memory leaves search.
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    conflicts_with: list[str] = Field(default_factory=list)
 
     def to_payload(self) -> dict[str, Any]:
         payload = self.model_dump(mode="json", exclude={"id"})
@@ -128,6 +132,8 @@ class MemoryRecord(BaseModel):
         if self.expires_at is not None:
             # Reads hide what expired with a numeric range (shared/retention.py).
             payload["expires_ts"] = round(self.expires_at.timestamp(), 3)
+        if self.superseded_by is not None:
+            payload["state"] = "superseded"
         return payload
 
     @classmethod

@@ -13,6 +13,7 @@ from datetime import datetime
 import numpy as np
 
 from shared import scoring
+from shared.conflicts import order_conflicts
 from shared.errors import InvalidInput, NotFound
 from shared.keywords import query_keyword_vector
 from shared.models import MemoryRecord, MemoryType, Owner, Scope, utcnow
@@ -28,7 +29,16 @@ from shared.schemas import (
     SearchResponse,
 )
 from shared.store import DENSE, SPARSE, StoredPoint, VectorQuery
-from shared.store.conditions import AllOf, AnyOf, Between, Condition, IdIn, Match, OneOf
+from shared.store.conditions import (
+    AllOf,
+    AnyOf,
+    Between,
+    Condition,
+    IdIn,
+    Match,
+    NoneOf,
+    OneOf,
+)
 
 
 def visibility(scope: Scope | None, project: str | None) -> list[Condition]:
@@ -188,6 +198,7 @@ def search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
         for s in page
         if s.point.id in full
     ]
+    hits = order_conflicts(hits)
     return SearchResponse(results=hits, took_ms=round((time.perf_counter() - started) * 1000, 3))
 
 
@@ -213,7 +224,9 @@ def list_memories(
     limit: int,
     cursor: str | None,
 ) -> MemoryPage:
-    conds: list[Condition] = live_conditions(rt.settings, owner.tenant_id)
+    # Earlier versions of a memory show in its history, not in the list.
+    conds: list[Condition] = [*live_conditions(rt.settings, owner.tenant_id),
+                              NoneOf((Match("state", "superseded"),))]
     if type is not None:
         conds.append(Match("type", type.value))
     if tag is not None:
@@ -253,3 +266,4 @@ def _is_uuid(value: str) -> bool:
     except ValueError:
         return False
     return True
+

@@ -13,6 +13,7 @@ import redis
 from celery import Celery
 
 from shared.embeddings import Embedder, make_embedder
+from shared.llm import ChatClient, make_chat_client, make_judge_client
 from shared.queue.jobs import JobStore
 from shared.rerank import HttpReranker
 from shared.scoring import Weights
@@ -58,6 +59,14 @@ class Runtime:
     @cached_property
     def reranker(self) -> HttpReranker:
         return HttpReranker(self.settings)
+
+    @cached_property
+    def llm(self) -> ChatClient | None:
+        return make_chat_client(self.settings)
+
+    @cached_property
+    def judge_llm(self) -> ChatClient | None:
+        return make_judge_client(self.settings)
 
     @cached_property
     def search_weights(self) -> Weights:

@@ -195,6 +195,9 @@ class MemoryView(BaseModel):
     updated_at: datetime
     metadata: dict[str, Any]
     expires_at: datetime | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    conflicts_with: list[str] = Field(default_factory=list)
 
     @classmethod
     def of(cls, record: MemoryRecord) -> MemoryView:
@@ -344,6 +347,8 @@ class IndexStatus(BaseModel):
     running_job: str | None = None
     alias: str | None = Field(None, description="qdrant-client: the alias that follows it")
     alias_target: str | None = Field(None, description="what Qdrant says the alias points at")
+
+
 class FailedJob(BaseModel):
     job_id: str
     kind: str = Field(description="the task, e.g. memory.ingest")
@@ -360,3 +365,19 @@ class FailedJob(BaseModel):
 class FailedJobPage(BaseModel):
     items: list[FailedJob]
     next_cursor: str | None = None
+
+
+class HistoryEvent(BaseModel):
+    memory_id: str = Field(description="the version this event is about")
+    event: str = Field(description="ADD, UPDATE, DELETE or NOOP")
+    before: str | None = None
+    after: str | None = None
+    job_id: str | None = None
+    actor: str
+    at: datetime
+
+
+class MemoryHistory(BaseModel):
+    memory_id: str
+    versions: list[str] = Field(description="this memory's versions, oldest first")
+    events: list[HistoryEvent] = Field(description="oldest first")

@@ -97,6 +97,29 @@ class Settings(BaseSettings):
     broker_visibility_timeout_s: int = Field(600, ge=30)
     job_ttl_s: int = Field(7 * 24 * 3600, ge=60)
 
+    # LLM extraction (shared/llm, shared/llm_extraction.py). Unset provider or model: no LLM,
+    # and interactions default to rules extraction. The judge falls back to the extractor.
+    llm_provider: Literal["openai", "ollama"] | None = None
+    llm_base_url: str | None = None  # default: OpenAI's API, or ollama_base_url
+    llm_api_key: SecretStr | None = None
+    llm_model: str | None = None
+    llm_judge_provider: Literal["openai", "ollama"] | None = None
+    llm_judge_base_url: str | None = None
+    llm_judge_api_key: SecretStr | None = None
+    llm_judge_model: str | None = None
+    llm_json_mode: bool = True  # response_format / format: "json" where the provider has it
+    llm_timeout_s: float = Field(60.0, gt=0)
+    llm_connect_timeout_s: float = Field(5.0, gt=0)
+    llm_parse_retries: int = Field(2, ge=0, le=5)  # re-asks after a reply that does not parse
+    llm_min_confidence: float = Field(0.85, ge=0, le=1)
+    llm_max_existing: int = Field(100, ge=0, le=500)  # similar memories shown to the model
+    llm_rate_limit: str | None = None  # Celery rate limit per worker, e.g. "60/m"
+    llm_worker_concurrency: int = Field(2, ge=1, le=64)  # embedded mode: threads on the llm queue
+    # Conflict band on the cosine to the nearest memory: [low, high) goes to the judge. Unset:
+    # per embedder (low 0.80, or 0.85 for e5-small, whose cosines run high; high = dedup bar).
+    conflict_low: float | None = Field(None, gt=0, le=1)
+    conflict_high: float | None = Field(None, gt=0, le=1)
+
     log_level: str = "INFO"
     log_json: bool | None = None  # None: JSON off a TTY, console on one
 
@@ -141,7 +164,8 @@ class Settings(BaseSettings):
             if getattr(self, name) >= self.broker_visibility_timeout_s:
                 raise ValueError(f"{name} must be below broker_visibility_timeout_s")
         if self.env == "production":
-            for name in ("api_keys", "openai_api_key", "qdrant_api_key"):
+            for name in ("api_keys", "openai_api_key", "qdrant_api_key", "llm_api_key",
+                         "llm_judge_api_key"):
                 secret = getattr(self, name)
                 if secret is not None and _is_placeholder(secret.get_secret_value()):
                     raise ValueError(f"{name} holds a placeholder secret")
@@ -150,6 +174,10 @@ class Settings(BaseSettings):
     @property
     def store_backend(self) -> Literal["edge", "qdrant"]:
         return "qdrant" if (self.qdrant_url or self.qdrant_local_path) else "edge"
+
+    @property
+    def llm_configured(self) -> bool:
+        return self.llm_provider is not None and bool(self.llm_model)
 
     @property
     def edge_path(self) -> Path:

@@ -32,9 +32,10 @@ IMPORT_CHUNK = 100
 
 
 class ImportRecord(Scoped):
-    """One memory to import: what export writes. `id`, `source` and `updated_at` are
-    accepted (an export carries them) and ignored: ids are recomputed, the source is
-    `import`, and the import is the update."""
+    """One memory to import: what export writes. `id`, `source`, `updated_at` and the
+    version links are accepted (an export carries them) and ignored: ids are recomputed
+    (so links to the source's ids would point nowhere), the source is `import`, and the
+    import is the update."""
 
     content: Text
     type: MemoryType = MemoryType.SEMANTIC
@@ -51,6 +52,9 @@ class ImportRecord(Scoped):
     id: str | None = None
     source: str | None = None
     updated_at: datetime | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    conflicts_with: list[str] | None = None
 
 
 class ImportCommand(Command):

@@ -44,6 +44,7 @@ from shared.runtime import Runtime
 from shared.schemas import MemoryView, SaveResult
 from shared.store import PointData
 from shared.store.conditions import Between, Condition, Match
+from shared.versions import version_chain
 
 
 @dataclass
@@ -139,10 +140,13 @@ class MemoryWriter:
         owner = cmd.owner
         with self._lock(owner):
             found = self.rt.store.get(owner, [cmd.memory_id])
-            if found:
-                self.rt.store.delete(owner, [cmd.memory_id])
-                self.rt.store.erase_audit_content(owner, [cmd.memory_id])
-                self._audit(owner, cmd.memory_id, "DELETE", None, None, job_id)
+            # Forgetting a memory forgets its earlier versions too (shared/conflicts.py).
+            ids = version_chain(self.rt.store, owner, cmd.memory_id) if found else []
+            if ids:
+                self.rt.store.delete(owner, ids)
+                self.rt.store.erase_audit_content(owner, ids)
+                for mid in ids:
+                    self._audit(owner, mid, "DELETE", None, None, job_id)
         return {"deleted": len(found), "ids": [p.id for p in found]}
 
     def forget(self, cmd: ForgetCommand, job_id: str) -> dict[str, Any]:
@@ -171,11 +175,13 @@ class MemoryWriter:
         project: str | None,
         candidates: Sequence[Candidate],
         job_id: str,
+        vectors: np.ndarray | None = None,
     ) -> list[WriteResult]:
         if not candidates:
             return []
         # Embedding is the slow part: do it before taking the user's lock.
-        vectors = self._embed([c.content for c in candidates])
+        if vectors is None:
+            vectors = self._embed([c.content for c in candidates])
         results = []
         with self._lock(owner):
             next_seq = self._next_thread_seq(owner, {c.thread_id for c in candidates})
@@ -327,3 +333,4 @@ def summarize(results: Sequence[WriteResult], mode: str) -> dict[str, Any]:
 
 
 __all__ = ["MemoryWriter", "WriteResult", "summarize", "Source"]
+

@@ -108,3 +108,7 @@ def api_b(base_url: str) -> Iterator[httpx.Client]:
 @pytest.fixture()
 def user() -> str:
     return f"user-{uuid.uuid4().hex[:12]}"
+
+
+# The LLM stack (a subprocess) and the fake LLM server, for tests/llm/.
+pytest_plugins = ["llm_stack"]

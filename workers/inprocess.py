@@ -7,6 +7,7 @@ from typing import Any
 
 from celery import Celery
 from celery.worker import WorkController
+from kombu.asynchronous import set_event_loop
 
 from shared.logs import get_logger
 from shared.queue.names import QueueName
@@ -15,8 +16,13 @@ log = get_logger("memoryd.worker")
 
 
 class _Controller(WorkController):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, own_event_loop: bool = False, **kwargs: Any) -> None:
         self.ready = threading.Event()
+        if own_event_loop:
+            # Celery's Hub step reuses kombu's process-wide event loop when one exists; a
+            # second worker sharing the first one's loop never fires its own timers (a
+            # retry's countdown), so it gets a loop of its own.
+            set_event_loop(None)
         super().__init__(*args, **kwargs)
 
     def on_consumer_ready(self, consumer: Any) -> None:
@@ -30,7 +36,10 @@ class InProcessWorker:
     embedded mode relies on explicit timeouts on every network call instead.
     """
 
-    def __init__(self, app: Celery, concurrency: int, hostname: str = "embedded@memoryd") -> None:
+    def __init__(
+        self, app: Celery, concurrency: int, hostname: str = "embedded@memoryd",
+        queues: list[str] | None = None, own_event_loop: bool = False,
+    ) -> None:
         import workers.tasks  # noqa: F401  (registers the tasks on the app)
 
         self._controller = _Controller(
@@ -38,11 +47,12 @@ class InProcessWorker:
             pool="threads",
             concurrency=concurrency,
             hostname=hostname,
-            queues=[q.value for q in QueueName],
+            queues=queues or [q.value for q in QueueName],
             without_heartbeat=True,
             without_mingle=True,
             without_gossip=True,
             loglevel="WARNING",
+            own_event_loop=own_event_loop,
         )
         self._thread = threading.Thread(
             target=self._controller.start, name="celery-worker", daemon=True

@@ -12,12 +12,14 @@ import uvicorn
 from api.app import create_app
 from shared.auth import KeyRing, ensure_embedded_key
 from shared.logs import configure_logging, get_logger
-from shared.queue.names import TaskName
+from shared.queue.celery_app import create_app as create_celery_app
+from shared.queue.names import QueueName, TaskName
 from shared.redis_runtime import RedisHandle, ensure_redis
 from shared.runtime import Runtime, set_runtime
 from shared.settings import Settings
 from workers.inprocess import InProcessWorker
 from workers.periodic import PeriodicSender
+from workers.tasks import register_llm_tasks
 
 log = get_logger("memoryd.stack")
 
@@ -36,6 +38,7 @@ class EmbeddedStack:
         self.redis: RedisHandle | None = None
         self.runtime: Runtime | None = None
         self.worker: InProcessWorker | None = None
+        self.llm_worker: InProcessWorker | None = None
         self.server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.purger: PeriodicSender | None = None
@@ -53,7 +56,22 @@ class EmbeddedStack:
         set_runtime(self.runtime)
         _ = self.runtime.store  # opens the shard and checks the embedding model now, not later
         keyring = KeyRing.from_settings(settings, embedded=True)
-        self.worker = InProcessWorker(self.runtime.celery, settings.worker_concurrency)
+        if settings.llm_configured:
+            # Two workers, one per queue: LLM tasks can never take every thread from the
+            # cheap writes (raw ingest, saves, deletions).
+            self.worker = InProcessWorker(self.runtime.celery, settings.worker_concurrency,
+                                          queues=[QueueName.MEMORY.value])
+            # A worker's queue selection lives on its app, so the second one needs its own.
+            llm_app = create_celery_app(settings)
+            register_llm_tasks(llm_app)
+            self.llm_worker = InProcessWorker(
+                llm_app, settings.llm_worker_concurrency,
+                hostname="embedded-llm@memoryd", queues=[QueueName.LLM.value],
+                own_event_loop=True,
+            )
+            self.llm_worker.start()
+        else:
+            self.worker = InProcessWorker(self.runtime.celery, settings.worker_concurrency)
         self.worker.start()
         # Retention runs here as beat runs it in server mode; soon after start, then each
         # interval (what expired while the stack was down goes first).
@@ -103,6 +121,9 @@ class EmbeddedStack:
         if self.purger is not None:
             self.purger.stop()
             self.purger = None
+        if self.llm_worker is not None:
+            self.llm_worker.stop()
+            self.llm_worker = None
         if self.worker is not None:
             self.worker.stop()
             self.worker = None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from celery import Celery
+
 from shared import access, reindex, retention
 from shared.commands import (
     DeleteCommand,
@@ -12,8 +14,10 @@ from shared.commands import (
     SaveCommand,
     UpdateCommand,
 )
+from shared.llm_extraction import extract_with_llm
 from shared.queue import task_metrics
 from shared.queue.celery_app import app
+from shared.queue.llm_task import LLMTask
 from shared.queue.names import TaskName
 from shared.queue.task_base import MemoryTask, ReindexTask
 from shared.runtime import get_runtime
@@ -81,3 +85,15 @@ def import_records(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
 @app.task(name=TaskName.PURGE_EXPIRED.value, base=MemoryTask, bind=True, tracks_job=False)
 def purge_expired(self: MemoryTask) -> dict[str, Any]:
     return retention.purge_expired(get_runtime())
+
+
+def _extract_llm(self: LLMTask, command: dict[str, Any]) -> dict[str, Any]:
+    return self.run_command(command, IngestCommand, extract_with_llm)
+
+
+def register_llm_tasks(celery: Celery) -> None:
+    """LLM tasks on an app of their own: the embedded mode's second worker (inprocess.py)."""
+    celery.task(name=TaskName.EXTRACT_LLM.value, base=LLMTask, bind=True)(_extract_llm)
+
+
+extract_llm = app.task(name=TaskName.EXTRACT_LLM.value, base=LLMTask, bind=True)(_extract_llm)

@@ -28,8 +28,9 @@ def post_interaction(
 ) -> JobAccepted:
     """Accept an interaction in milliseconds; memory work happens in a worker."""
     check_interaction(req, rt.settings)
-    mode = req.extract or ExtractMode.RULES
-    if mode is ExtractMode.LLM:
+    llm = rt.settings.llm_configured
+    mode = req.extract or (ExtractMode.LLM if llm else ExtractMode.RULES)
+    if mode is ExtractMode.LLM and not llm:
         raise ExtractorUnavailable(
             "extract 'llm' needs an LLM provider, and none is configured; use 'raw' or 'rules'",
             field="extract",
@@ -39,4 +40,6 @@ def post_interaction(
         thread_id=req.thread_id, scope=req.resolved_scope(), project=req.project,
         messages=req.messages, metadata=req.metadata, extract=mode, store_roles=req.store_roles,
     )
-    return submit(rt, TaskName.INGEST, command, req.idempotency_key)
+    # LLM work has its own queue: a slow model never holds up raw or rules ingestion.
+    task = TaskName.EXTRACT_LLM if mode is ExtractMode.LLM else TaskName.INGEST
+    return submit(rt, task, command, req.idempotency_key)

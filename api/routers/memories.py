@@ -13,6 +13,7 @@ from shared import reads
 from shared.commands import DeleteCommand, ForgetCommand, SaveCommand, UpdateCommand
 from shared.enqueue import submit
 from shared.errors import InvalidInput, error_from_body
+from shared.history import memory_history
 from shared.limits import check_page, check_save, check_update
 from shared.models import JobStatus, MemoryType, SaveOutcome, Scope, Source, as_utc, utcnow
 from shared.queue.names import TaskName
@@ -21,6 +22,7 @@ from shared.schemas import (
     ErrorBody,
     Identifier,
     JobAccepted,
+    MemoryHistory,
     MemoryPage,
     MemoryView,
     SaveRequest,
@@ -105,6 +107,15 @@ def list_memories(
 @router.get("/{memory_id}", response_model=MemoryView, responses=ERRORS)
 def get_memory(memory_id: str, rt: RuntimeDep, tenant: TenantDep, user_id: UserId) -> MemoryView:
     return MemoryView.of(reads.get_memory(rt, owner_of(tenant, user_id), memory_id))
+
+
+@router.get("/{memory_id}/history", response_model=MemoryHistory, responses=ERRORS)
+def get_history(
+    memory_id: str, rt: RuntimeDep, tenant: TenantDep, user_id: UserId
+) -> MemoryHistory:
+    """Every version: event (ADD, UPDATE, DELETE, NOOP), before and after, job, actor, time.
+    A deleted memory's events remain, without their content."""
+    return memory_history(rt, owner_of(tenant, user_id), memory_id)
 
 
 @router.patch("/{memory_id}", status_code=202, response_model=JobAccepted,

@@ -9,6 +9,7 @@ from shared.errors import ExtractorUnavailable
 from shared.extract.candidate import Candidate
 from shared.extract.rules import extract_rules
 from shared.models import ExtractMode, MemoryType, Role, Source
+from shared.redaction import redact
 from shared.schemas import Message
 
 
@@ -55,6 +56,10 @@ def rule_candidates(cmd: IngestCommand) -> list[Candidate]:
 
 
 def candidates_for(cmd: IngestCommand) -> list[Candidate]:
+    # Secrets and identifiers never reach the store, whatever the mode.
+    cmd = cmd.model_copy(update={"messages": [
+        m.model_copy(update={"content": redact(m.content)}) for m in cmd.messages
+    ]})
     if cmd.extract is ExtractMode.RAW:
         return raw_candidates(cmd)
     if cmd.extract is ExtractMode.RULES:

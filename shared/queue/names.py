@@ -22,6 +22,7 @@ class TaskName(StrEnum):
     REINDEX_SWITCH = "index.reindex_switch"  # catch up with writes, switch atomically
     IMPORT = "memory.import"  # POST /v1/import: a batch of explicit saves, source=import
     PURGE_EXPIRED = "memory.purge_expired"  # retention: delete what expired (beat / timer)
+    EXTRACT_LLM = "memory.extract_llm"  # an interaction through the LLM extractor
 
 
 QUEUE_OF: dict[TaskName, QueueName] = {
@@ -36,4 +37,5 @@ QUEUE_OF: dict[TaskName, QueueName] = {
     TaskName.REINDEX_SWITCH: QueueName.MEMORY,
     TaskName.IMPORT: QueueName.MEMORY,
     TaskName.PURGE_EXPIRED: QueueName.MEMORY,
+    TaskName.EXTRACT_LLM: QueueName.LLM,
 }

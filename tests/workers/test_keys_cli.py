@@ -16,7 +16,7 @@ from workers.cli import app
 def test_create_list_revoke(redis_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import redis
 
-    url = redis_db_url(redis_server, 7)
+    url = redis_db_url(redis_server, 11)
     monkeypatch.setenv("MEMORYD_REDIS_URL", url)
     runner = CliRunner()
     created = runner.invoke(app, ["keys", "create", "--tenant", "acme", "--scopes", "read,admin",

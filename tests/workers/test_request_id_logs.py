@@ -22,7 +22,7 @@ from shared.redis_runtime import free_port
 def test_request_id_reaches_the_task_logs(redis_server: str, tmp_path: Path) -> None:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
-    env.update({"MEMORYD_REDIS_URL": redis_db_url(redis_server, 6), "MEMORYD_LOG_JSON": "true",
+    env.update({"MEMORYD_REDIS_URL": redis_db_url(redis_server, 10), "MEMORYD_LOG_JSON": "true",
                 "MEMORYD_LOG_LEVEL": "INFO", "MEMORYD_API_KEYS": "log-key=tenant-log",
                 "MEMORYD_SEARCH_RECORD_ACCESS": "false"})
     log_path = tmp_path / "stderr.log"

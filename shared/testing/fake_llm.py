@@ -1,0 +1,209 @@
+"""A fake chat model over real HTTP on 127.0.0.1: OpenAI `POST /v1/chat/completions` and
+Ollama `POST /api/chat`, scripted per test with a queue of behaviours.
+
+    with FakeLLM() as llm:
+        llm.script(json_reply({"operations": []}), http_error(429, retry_after=1))
+        ... point MEMORYD_LLM_BASE_URL at llm.openai_url (or llm.url for Ollama) ...
+        llm.requests  # what the model was sent
+
+Each request takes the next behaviour of its model's queue (`script(..., model=)`), else of
+the shared queue, else `default` (or `responder(request)` when set, e.g. for a chat loop or
+a benchmark with a fixed `latency_s`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    status: int = 200
+    content: str = ""  # the assistant's reply text (status 200)
+    error: str = ""  # the provider's error message (status >= 400)
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+
+
+def json_reply(value: Any, delay_s: float = 0.0) -> Behaviour:
+    return Behaviour(content=json.dumps(value, ensure_ascii=False), delay_s=delay_s)
+
+
+def text_reply(text: str, delay_s: float = 0.0) -> Behaviour:
+    return Behaviour(content=text, delay_s=delay_s)
+
+
+def http_error(status: int, message: str = "error", retry_after: float | None = None) -> Behaviour:
+    headers = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}
+    return Behaviour(status=status, error=message, headers=headers)
+
+
+def slow(delay_s: float, then: Behaviour) -> Behaviour:
+    return Behaviour(then.status, then.content, then.error, then.headers, delay_s)
+
+
+@dataclass
+class Received:
+    path: str
+    protocol: str  # openai | ollama
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+    @property
+    def model(self) -> str:
+        return str(self.body.get("model", ""))
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        return list(self.body.get("messages", []))
+
+    @property
+    def text(self) -> str:
+        """Every message's content, joined: what the model read."""
+        return "\n".join(str(m.get("content", "")) for m in self.messages)
+
+
+class FakeLLM:
+    def __init__(self, latency_s: float = 0.0) -> None:
+        self.latency_s = latency_s
+        self.default: Behaviour = json_reply({"operations": []})
+        self.responder: Callable[[Received], Behaviour] | None = None
+        self.requests: list[Received] = []
+        self._queues: dict[str | None, deque[Behaviour]] = {}
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-llm",
+                                        daemon=True)
+
+    @property
+    def url(self) -> str:
+        """Base URL as Ollama is configured (`/api/chat` is appended)."""
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def openai_url(self) -> str:
+        """Base URL as an OpenAI-compatible provider is configured (ends in /v1)."""
+        return f"{self.url}/v1"
+
+    def start(self) -> FakeLLM:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+    def __enter__(self) -> FakeLLM:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def script(self, *behaviours: Behaviour, model: str | None = None) -> None:
+        with self._lock:
+            self._queues.setdefault(model, deque()).extend(behaviours)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._queues.clear()
+            self.requests.clear()
+            self.responder = None
+
+    def pending(self, model: str | None = None) -> int:
+        with self._lock:
+            return len(self._queues.get(model, ()))
+
+    def received(self, model: str | None = None) -> list[Received]:
+        with self._lock:
+            return [r for r in self.requests if model is None or r.model == model]
+
+    def _next(self, request: Received) -> Behaviour:
+        with self._lock:
+            self.requests.append(request)
+            for key in (request.model, None):
+                queue = self._queues.get(key)
+                if queue:
+                    return queue.popleft()
+        if self.responder is not None:
+            return self.responder(request)
+        return self.default
+
+
+def _handler_for(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # quiet: tests read `requests` instead
+
+        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            if self.path.rstrip("/") in ("/v1/chat/completions", "/chat/completions"):
+                protocol = "openai"
+            elif self.path.rstrip("/") == "/api/chat":
+                protocol = "ollama"
+            else:
+                self._send(404, {"error": f"no route {self.path}"}, {})
+                return
+            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                body = json.loads(self.rfile.read(length) or b"{}")
+            except ValueError:
+                self._send(400, _error(protocol, "request body is not JSON"), {})
+                return
+            request = Received(self.path, protocol, body, dict(self.headers.items()))
+            behaviour = fake._next(request)
+            delay = behaviour.delay_s + fake.latency_s
+            if delay:
+                time.sleep(delay)
+            if behaviour.status >= 400:
+                self._send(behaviour.status, _error(protocol, behaviour.error), behaviour.headers)
+                return
+            model = str(body.get("model", "fake"))
+            self._send(200, _reply(protocol, model, behaviour.content), behaviour.headers)
+
+        def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
+            data = json.dumps(payload, ensure_ascii=False).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (a timeout test): nothing to answer
+
+    return Handler
+
+
+def _error(protocol: str, message: str) -> dict[str, Any]:
+    if protocol == "ollama":
+        return {"error": message}
+    return {"error": {"message": message, "type": "invalid_request_error", "code": None}}
+
+
+def _reply(protocol: str, model: str, content: str) -> dict[str, Any]:
+    now = int(time.time())
+    if protocol == "ollama":
+        return {
+            "model": model, "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+            "message": {"role": "assistant", "content": content}, "done": True,
+            "done_reason": "stop", "prompt_eval_count": 0, "eval_count": 0,
+        }
+    return {
+        "id": f"chatcmpl-fake-{now}", "object": "chat.completion", "created": now, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }
