@@ -12,6 +12,7 @@ from functools import cached_property
 import redis
 from celery import Celery
 
+from shared import failpoints
 from shared.embeddings import CachedQueryEmbedder, Embedder, make_embedder
 from shared.queue.jobs import JobStore
 from shared.scoring import Weights
@@ -22,6 +23,7 @@ from shared.store import Store, make_store
 class Runtime:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        failpoints.arm(settings)
         self._store_lock = threading.Lock()
         self._store: Store | None = None
 
