@@ -37,7 +37,7 @@ class Row:
     found: int
     duplicates: int
     lost: int
-    recovery_s: float
+    recovery_s: float | None  # None: the scenario injects no fault to recover from
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -46,14 +46,15 @@ class Row:
 
 
 def tally(scenario: str, sent: int, expected: Iterable[str], contents: Iterable[str],
-          recovery_s: float, notes: list[str] | None = None) -> Row:
+          recovery_s: float | None, notes: list[str] | None = None) -> Row:
     """Stored contents against the distinct facts that should each be there exactly once."""
     want = set(expected)
     counts = Counter(contents)
     duplicates = sum(n - 1 for n in counts.values() if n > 1)
     stray = set(counts) - want
     row = Row(scenario, sent, len(want), len(set(counts) & want), duplicates,
-              len(want - set(counts)), round(recovery_s, 2), list(notes or []))
+              len(want - set(counts)),
+              None if recovery_s is None else round(recovery_s, 2), list(notes or []))
     if stray:
         row.notes.append(f"{len(stray)} unexpected memories, e.g. {sorted(stray)[:2]}")
     return row

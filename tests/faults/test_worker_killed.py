@@ -1,0 +1,19 @@
+"""Server mode: a prefork worker's pool process SIGKILLed mid-job; the job is redelivered
+and completes with exactly one effect (one point, one ADD audit event)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ops.chaos_server import worker_killed_in_slow_embedding, worker_killed_in_store_write
+
+
+def test_killed_right_after_the_store_write(tmp_path: Path) -> None:
+    row = worker_killed_in_store_write(tmp_path, n=4, kills=2)
+    assert row.notes[0] == "2 kills"
+    assert (row.expected, row.found, row.duplicates, row.lost) == (4, 4, 0, 0), row
+
+
+def test_killed_during_a_slow_remote_call(tmp_path: Path) -> None:
+    row = worker_killed_in_slow_embedding(tmp_path, n=3, kills=1)
+    assert (row.expected, row.found, row.duplicates, row.lost) == (3, 3, 0, 0), row
