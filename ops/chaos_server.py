@@ -30,6 +30,7 @@ from ops.chaos_common import (
     wait_until,
 )
 from ops.chaos_procs import Proc, kill_pid, start_gateway, start_worker
+from ops.qdrant_rest_facade import QdrantRestFacade
 from shared import failpoints
 from shared.models import Owner
 from shared.redis_runtime import ensure_redis, free_port
@@ -77,10 +78,12 @@ def server_mode(work: Path, **settings: object) -> Iterator[ServerMode]:
     redis = ensure_redis(f"redis://127.0.0.1:{free_port()}/0", work / "redis-data")
     fake = FakeOpenAIEmbeddings().start()
     values: dict[str, object] = {
-        "redis_url": redis.url, "qdrant_local_path": work / "qdrant",
-        "embedder": "openai:fake-embed", "openai_base_url": fake.base_url,
-        "api_keys": f"{KEY}={TENANT}", "failpoint_dir": fp_dir, **settings,
+        "redis_url": redis.url, "embedder": "openai:fake-embed",
+        "openai_base_url": fake.base_url, "api_keys": f"{KEY}={TENANT}",
+        "failpoint_dir": fp_dir, **settings,
     }
+    if "qdrant_url" not in values:
+        values["qdrant_local_path"] = work / "qdrant"
     procs: list[Proc] = []
     try:
         gateway, base = start_gateway(work, **values)
@@ -97,9 +100,10 @@ def server_mode(work: Path, **settings: object) -> Iterator[ServerMode]:
         redis.stop()
 
 
-def stored(work: Path, user: str) -> tuple[list[str], list[int]]:
+def stored(work: Path, user: str, url: str | None = None) -> tuple[list[str], list[int]]:
     """Contents of the user's points, and the ADD audit events of each (read directly)."""
-    store = QdrantClientStore("memories", path=work / "qdrant")
+    store = (QdrantClientStore("memories", url=url) if url
+             else QdrantClientStore("memories", path=work / "qdrant"))
     try:
         owner = Owner(tenant_id=TENANT, user_id=user)
         points = store.find(owner, [], limit=100_000)
@@ -110,10 +114,11 @@ def stored(work: Path, user: str) -> tuple[list[str], list[int]]:
 
 
 def _finish(scenario: str, work: Path, ctx: ServerMode, user: str, texts: list[str],
-            job_ids: list[str], recoveries: list[float], notes: list[str]) -> Row:
+            job_ids: list[str], recoveries: list[float], notes: list[str],
+            store_url: str | None = None) -> Row:
     wait_jobs(ctx.api, job_ids, 300)
     ctx.worker.stop()  # the local-mode store opens in one process at a time
-    contents, adds = stored(work, user)
+    contents, adds = stored(work, user, store_url)
     wrong_audit = sum(1 for a in adds if a != 1)
     if wrong_audit:
         notes.append(f"{wrong_audit} memories without exactly one ADD audit event")
@@ -183,3 +188,39 @@ def worker_killed_in_slow_embedding(work: Path, n: int, kills: int) -> Row:
             wait_jobs(ctx.api, ids, 120)
         return _finish("worker SIGKILL in slow remote call (server)", work, ctx, user, texts,
                        job_ids, recoveries, [f"{len(recoveries)} kills"])
+
+
+def store_unreachable(work: Path, n: int, outage_s: float = 3.0, **settings: object) -> Row:
+    """The Qdrant server does not answer (its port refuses): enqueue still answers 202,
+    search 503 `store_unavailable`, jobs retry; it comes back on the same address and they
+    finish. The server is `QdrantRestFacade`: Qdrant's REST API over the local-mode engine."""
+    user = f"store-down-{uuid.uuid4().hex[:8]}"
+    texts = [note_text("d", i) for i in range(n)]
+    facade = QdrantRestFacade(work / "qdrant-server").start()
+    try:
+        with server_mode(work, qdrant_url=facade.url, qdrant_timeout_s=2, **settings) as ctx:
+            facade.stop()
+            job_ids = ctx.post(user, texts)
+            search = ctx.api.post("/v1/search", json={"user_id": user, "query": "notes"})
+            if search.status_code != 503 or (
+                search.json().get("error", {}).get("code") != "store_unavailable"
+            ):
+                raise ScenarioFailed(f"search while the store is down: {search.status_code} "
+                                     f"{search.text}")
+
+            def retrying() -> bool:
+                body = ctx.api.get(f"/v1/jobs/{job_ids[0]}").json()
+                return bool(body.get("status") == "retrying"
+                            and body.get("error", {}).get("code") == "store_unavailable")
+
+            wait_until(retrying, 60, "a job to retry with store_unavailable")
+            time.sleep(outage_s)
+            facade.start()
+            back = time.monotonic()
+            wait_jobs(ctx.api, job_ids, 180)
+            recovery = time.monotonic() - back
+            return _finish("store unreachable (server)", work, ctx, user, texts, job_ids,
+                           [recovery], ["202 while down; search 503 store_unavailable"],
+                           store_url=facade.url)
+    finally:
+        facade.close()
