@@ -38,6 +38,7 @@ from ops.chaos_embedded import (  # noqa: E402
     stack_killed_and_restarted,
 )
 from ops.chaos_server import (  # noqa: E402
+    concurrent_worker_processes,
     store_unreachable,
     worker_killed_in_slow_embedding,
     worker_killed_in_store_write,
@@ -60,6 +61,8 @@ def scenarios(quick: bool) -> dict[str, Scenario]:
         "store-down": lambda w: store_unreachable(w, size(200, 10), outage_s=size(10, 2)),
         "embedder-down": lambda w: embedder_unreachable(w, size(200, 10), outage_s=size(10, 2)),
         "concurrent": lambda w: concurrent_workers(w, size(1000, 80), threads=8),
+        "concurrent-processes": lambda w: concurrent_worker_processes(
+            w, size(1000, 80), processes=8),
     }
 
 

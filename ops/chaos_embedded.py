@@ -41,6 +41,17 @@ FACTS = [
 ]
 
 
+def repeated_facts(user: str, n: int) -> tuple[list[dict[str, Any]], set[str]]:
+    """`n` interactions, each two of FACTS, and the memories the rules extractor makes."""
+    bodies, expected = [], set()
+    for i in range(n):
+        pair = [FACTS[i % len(FACTS)], FACTS[(i * 7 + 3) % len(FACTS)]]
+        expected |= {c.content for c in extract_rules(pair)}
+        bodies.append({"user_id": user, "extract": "rules",
+                       "messages": [{"role": "user", "content": t} for t in pair]})
+    return bodies, expected
+
+
 @contextlib.contextmanager
 def running(stack: UpStack) -> Iterator[UpStack]:
     try:
@@ -163,12 +174,7 @@ def concurrent_workers(work: Path, n: int, threads: int = 8,
     """`threads` worker threads ingest `n` interactions of one user repeating the same facts
     (rules extraction): every fact stored exactly once."""
     user = f"concurrent-{uuid.uuid4().hex[:8]}"
-    bodies, expected = [], set()
-    for i in range(n):
-        pair = [FACTS[i % len(FACTS)], FACTS[(i * 7 + 3) % len(FACTS)]]
-        expected |= {c.content for c in extract_rules(pair)}
-        bodies.append({"user_id": user, "extract": "rules",
-                       "messages": [{"role": "user", "content": t} for t in pair]})
+    bodies, expected = repeated_facts(user, n)
     stack = UpStack("concurrent", work / "data", work, embedder=embedder,
                     worker_concurrency=threads)
     with running(stack), stack.client() as api:

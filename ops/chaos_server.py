@@ -71,7 +71,8 @@ class ServerMode:
 
 
 @contextlib.contextmanager
-def server_mode(work: Path, **settings: object) -> Iterator[ServerMode]:
+def server_mode(work: Path, settings: dict[str, object] | None = None,
+                processes: int = 1) -> Iterator[ServerMode]:
     work.mkdir(parents=True, exist_ok=True)
     fp_dir = work / "failpoints"
     fp_dir.mkdir(exist_ok=True)
@@ -80,7 +81,7 @@ def server_mode(work: Path, **settings: object) -> Iterator[ServerMode]:
     values: dict[str, object] = {
         "redis_url": redis.url, "embedder": "openai:fake-embed",
         "openai_base_url": fake.base_url, "api_keys": f"{KEY}={TENANT}",
-        "failpoint_dir": fp_dir, **settings,
+        "failpoint_dir": fp_dir, **(settings or {}),
     }
     if "qdrant_url" not in values:
         values["qdrant_local_path"] = work / "qdrant"
@@ -88,7 +89,7 @@ def server_mode(work: Path, **settings: object) -> Iterator[ServerMode]:
     try:
         gateway, base = start_gateway(work, **values)
         procs.append(gateway)
-        worker = start_worker(work, 1, **values)
+        worker = start_worker(work, processes, **values)
         procs.append(worker)
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEY}"},
                           timeout=30, trust_env=False) as api:
@@ -148,7 +149,7 @@ def worker_killed_in_store_write(work: Path, n: int, kills: int) -> Row:
     recoveries: list[float] = []
     job_ids: list[str] = []
     marker = failpoints.STORE_UPSERT
-    with server_mode(work, failpoints=marker) as ctx:
+    with server_mode(work, {"failpoints": marker}) as ctx:
         for batch in _batches(texts, kills):
             ids = ctx.post(user, batch)
             job_ids += ids
@@ -198,7 +199,8 @@ def store_unreachable(work: Path, n: int, outage_s: float = 3.0, **settings: obj
     texts = [note_text("d", i) for i in range(n)]
     facade = QdrantRestFacade(work / "qdrant-server").start()
     try:
-        with server_mode(work, qdrant_url=facade.url, qdrant_timeout_s=2, **settings) as ctx:
+        values = {"qdrant_url": facade.url, "qdrant_timeout_s": 2, **settings}
+        with server_mode(work, values) as ctx:
             facade.stop()
             job_ids = ctx.post(user, texts)
             search = ctx.api.post("/v1/search", json={"user_id": user, "query": "notes"})
@@ -224,3 +226,29 @@ def store_unreachable(work: Path, n: int, outage_s: float = 3.0, **settings: obj
                            store_url=facade.url)
     finally:
         facade.close()
+
+
+def concurrent_worker_processes(work: Path, n: int, processes: int = 8) -> Row:
+    """`processes` prefork worker processes ingest `n` interactions of one user repeating
+    the same facts (rules extraction) into one Qdrant server: every fact stored once."""
+    from ops.chaos_embedded import repeated_facts
+
+    user = f"concurrent-proc-{uuid.uuid4().hex[:8]}"
+    bodies, expected = repeated_facts(user, n)
+    facade = QdrantRestFacade(work / "qdrant-server").start()
+    try:
+        with server_mode(work, {"qdrant_url": facade.url}, processes) as ctx:
+            started = time.monotonic()
+            job_ids = []
+            for body in bodies:
+                answer = ctx.api.post("/v1/interactions", json=body)
+                if answer.status_code != 202:
+                    raise ScenarioFailed(f"enqueue answered {answer.status_code}: {answer.text}")
+                job_ids.append(answer.json()["job_id"])
+            wait_jobs(ctx.api, job_ids, 900)
+            rate = n / (time.monotonic() - started)
+            contents, _ = stored(work, user, facade.url)
+    finally:
+        facade.close()
+    return tally(f"{processes} worker processes, same facts repeated (server)", n, expected,
+                 contents, None, [f"{rate:.0f} interactions/s"])
