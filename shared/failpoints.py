@@ -19,6 +19,7 @@ import os
 import time
 from pathlib import Path
 
+from shared.errors import ConfigurationError
 from shared.settings import Settings
 
 STORE_UPSERT = "store.upsert"
@@ -37,9 +38,14 @@ def arm(settings: Settings) -> None:
     names = frozenset(n.strip() for n in settings.failpoints.split(",") if n.strip())
     unknown = names - KNOWN
     if unknown:
-        raise ValueError(f"failpoints: unknown {sorted(unknown)}; known: {sorted(KNOWN)}")
+        raise ConfigurationError(
+            f"failpoints: unknown {sorted(unknown)}; known: {sorted(KNOWN)}", field="failpoints"
+        )
     if names and settings.failpoint_dir is None:
-        raise ValueError("failpoints need failpoint_dir (where the reached marker is written)")
+        raise ConfigurationError(
+            "failpoints need failpoint_dir (where the reached marker is written)",
+            field="failpoint_dir",
+        )
     _armed, _dir, _pause_s = names, settings.failpoint_dir, settings.failpoint_pause_s
 
 

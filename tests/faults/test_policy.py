@@ -11,7 +11,12 @@ import redis
 from pydantic import ValidationError
 
 from shared import failpoints
-from shared.errors import EmbedderUnavailable, LockTimeout, StoreUnavailable
+from shared.errors import (
+    ConfigurationError,
+    EmbedderUnavailable,
+    LockTimeout,
+    StoreUnavailable,
+)
 from shared.locks import _HOST, user_lock
 from shared.models import Owner
 from shared.queue.task_base import unavailable
@@ -35,7 +40,7 @@ def test_only_unreachable_dependencies_get_the_long_retry_budget() -> None:
 
 
 def test_failpoint_fires_once_then_lets_the_rerun_through(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="unknown"):
+    with pytest.raises(ConfigurationError, match="unknown"):
         failpoints.arm(Settings(data_dir=tmp_path, failpoints="nowhere", failpoint_dir=tmp_path))
     failpoints.arm(Settings(data_dir=tmp_path, failpoints="store.upsert",
                             failpoint_dir=tmp_path, failpoint_pause_s=0))
