@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from shared import failpoints
 from shared.commands import IngestCommand
 from shared.conflicts import Verdict, conflict_band, in_band, judge, version_chain
 from shared.errors import ExtractorUnavailable
@@ -79,6 +80,8 @@ class LLMExtraction:
             return self._result([], [])
         when = max(m.created_at or cmd.received_at for m in users)
         aliases = self._similar(cmd.owner, cmd, "\n".join(m.content for m in users))
+        # Fault drills stop here, mid-call, so a worker can be killed during the LLM call.
+        failpoints.reach(failpoints.LLM_EXTRACT)
         raw_ops = ask_json(
             self.client, extraction_messages(messages, when, aliases),
             self.settings.llm_parse_retries, _operations, "extraction",

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -10,18 +14,52 @@ from redis.exceptions import LockError
 
 from shared.errors import LockTimeout
 from shared.models import Owner
+from shared.redis_process import pid_alive
+
+# Compare-and-delete: only the exact dead holder's token is removed, never a new holder's.
+_BREAK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+_HOST = socket.gethostname()
+_POLL_S = 0.5
+
+
+def _token() -> str:
+    return f"{_HOST}|{os.getpid()}|{uuid.uuid4().hex}"
+
+
+def _held_by_dead_process(value: bytes | str | None) -> bool:
+    """The holder was a process on this host that no longer exists (SIGKILLed mid-write).
+
+    Holders on other hosts (server-mode containers) cannot be checked: their lock expires.
+    """
+    if value is None:
+        return False
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    host, _, rest = text.partition("|")
+    pid = rest.partition("|")[0]
+    return host == _HOST and pid.isdigit() and not pid_alive(int(pid))
 
 
 @contextmanager
 def user_lock(client: redis.Redis, owner: Owner, timeout_s: float, wait_s: float) -> Iterator[None]:
-    """Held by one worker at a time per user; expires if its holder dies."""
-    lock = client.lock(
-        f"memoryd:lock:{owner.tenant_id}:{owner.user_id}",
-        timeout=timeout_s,
-        blocking_timeout=wait_s,
-    )
-    if not lock.acquire():
-        raise LockTimeout(f"could not lock user {owner.user_id} within {wait_s}s")
+    """Held by one worker at a time per user; expires if its holder dies, and is taken over
+    at once when the holder was a local process that died (a killed worker or stack)."""
+    name = f"memoryd:lock:{owner.tenant_id}:{owner.user_id}"
+    lock = client.lock(name, timeout=timeout_s)
+    token = _token()
+    deadline = time.monotonic() + wait_s
+    while True:
+        left = deadline - time.monotonic()
+        if lock.acquire(blocking_timeout=max(min(_POLL_S, left), 0.01), token=token):
+            break
+        holder = client.get(name)
+        if _held_by_dead_process(holder):
+            client.eval(_BREAK, 1, name, holder)  # type: ignore[arg-type]
+            continue
+        if time.monotonic() >= deadline:
+            raise LockTimeout(f"could not lock user {owner.user_id} within {wait_s}s")
     try:
         yield
     finally:

@@ -12,6 +12,7 @@ from functools import cached_property
 import redis
 from celery import Celery
 
+from shared import failpoints
 from shared.embeddings import Embedder, make_embedder
 from shared.llm import ChatClient, make_chat_client, make_judge_client
 from shared.queue.jobs import JobStore
@@ -26,6 +27,7 @@ from shared.write_fence import WriteFence
 class Runtime:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        failpoints.arm(settings)
         self._store_lock = threading.Lock()
         self._store: GenerationalStore | None = None
 

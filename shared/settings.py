@@ -92,6 +92,9 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(4, ge=1, le=64)
     task_max_retries: int = Field(6, ge=0)
     task_retry_backoff_max_s: int = Field(60, ge=1)
+    # Retries while a dependency is unreachable (`*_unavailable`): with the backoff above,
+    # 40 rides out an outage of about a quarter of an hour before the job fails.
+    task_unavailable_max_retries: int = Field(40, ge=0)
     task_soft_time_limit_s: int = Field(120, ge=1)
     task_time_limit_s: int = Field(150, ge=2)
     broker_visibility_timeout_s: int = Field(600, ge=30)
@@ -119,6 +122,10 @@ class Settings(BaseSettings):
     # per embedder (low 0.80, or 0.85 for e5-small, whose cosines run high; high = dedup bar).
     conflict_low: float | None = Field(None, gt=0, le=1)
     conflict_high: float | None = Field(None, gt=0, le=1)
+    # Fault drills (shared/failpoints.py): off unless named.
+    failpoints: str = ""
+    failpoint_dir: Path | None = None
+    failpoint_pause_s: float = Field(120.0, ge=0)
 
     log_level: str = "INFO"
     log_json: bool | None = None  # None: JSON off a TTY, console on one

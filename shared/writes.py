@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from shared import failpoints
 from shared.commands import (
     DeleteCommand,
     ForgetCommand,
@@ -229,7 +230,7 @@ class MemoryWriter:
             if found:
                 previous = MemoryRecord.from_payload(found[0].id, found[0].payload)
                 if previous.job_id == job_id:
-                    return WriteResult(SaveOutcome.UPDATED, previous)
+                    return self._own_earlier_write(owner, SaveOutcome.UPDATED, previous, job_id)
                 if previous.content_hash == chash:
                     return self._duplicate(owner, previous, DuplicateKind.EXACT, job_id)
         elif c.type is MemoryType.EPISODIC:
@@ -240,7 +241,7 @@ class MemoryWriter:
             if found:
                 record = MemoryRecord.from_payload(found[0].id, found[0].payload)
                 if record.job_id == job_id:
-                    return WriteResult(SaveOutcome.ADDED, record)
+                    return self._own_earlier_write(owner, SaveOutcome.ADDED, record, job_id)
                 return self._duplicate(owner, record, DuplicateKind.EXACT, job_id)
         else:
             point_id = memory_id(owner.tenant_id, owner.user_id, scope.value, project, chash)
@@ -248,7 +249,7 @@ class MemoryWriter:
             if dup is not None:
                 record, kind = dup
                 if record.job_id == job_id:
-                    return WriteResult(SaveOutcome.ADDED, record)
+                    return self._own_earlier_write(owner, SaveOutcome.ADDED, record, job_id)
                 return self._duplicate(owner, record, kind, job_id)
 
         record = MemoryRecord(
@@ -270,6 +271,17 @@ class MemoryWriter:
             return WriteResult(SaveOutcome.UPDATED, record)
         self._audit(owner, record.id, "ADD", None, record.content, job_id)
         return WriteResult(SaveOutcome.ADDED, record)
+
+    def _own_earlier_write(
+        self, owner: Owner, outcome: SaveOutcome, record: MemoryRecord, job_id: str
+    ) -> WriteResult:
+        """A redelivered job finds its own point: report it as its outcome, and write the
+        audit event if the first run died between the point and its audit (a SIGKILL)."""
+        events = self.rt.store.audit_of(owner, record.id)
+        if not any(e.job_id == job_id and e.event in ("ADD", "UPDATE") for e in events):
+            self._audit(owner, record.id, "ADD" if outcome is SaveOutcome.ADDED else "UPDATE",
+                        None, record.content, job_id)
+        return WriteResult(outcome, record)
 
     def _find_duplicate(
         self, owner: Owner, scope: Scope, project: str | None, content: str, vector: np.ndarray,
@@ -300,6 +312,7 @@ class MemoryWriter:
     # ---- helpers --------------------------------------------------------------
 
     def _embed(self, texts: list[str]) -> np.ndarray:
+        failpoints.reach(failpoints.EMBED_DOCUMENTS)
         return self.rt.embedder.embed_documents(texts)
 
     def _lock(self, owner: Owner) -> AbstractContextManager[None]:

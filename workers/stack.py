@@ -14,6 +14,7 @@ from shared.auth import KeyRing, ensure_embedded_key
 from shared.logs import configure_logging, get_logger
 from shared.queue.celery_app import create_app as create_celery_app
 from shared.queue.names import QueueName, TaskName
+from shared.queue.recovery import RunRecord, requeue_unacked
 from shared.redis_runtime import RedisHandle, ensure_redis
 from shared.runtime import Runtime, set_runtime
 from shared.settings import Settings
@@ -42,6 +43,7 @@ class EmbeddedStack:
         self.server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.purger: PeriodicSender | None = None
+        self._run: RunRecord | None = None
 
     def prepare(self) -> StackInfo:
         """Everything but the HTTP server: Redis, store, worker."""
@@ -56,6 +58,11 @@ class EmbeddedStack:
         set_runtime(self.runtime)
         _ = self.runtime.store  # opens the shard and checks the embedding model now, not later
         keyring = KeyRing.from_settings(settings, embedded=True)
+        # Before our worker consumes: what is unacked now belongs to a run that crashed.
+        self._run = RunRecord(settings.data_dir)
+        if self._run.claim():
+            requeued = requeue_unacked(self.runtime.celery)
+            log.warning("requeued_unacked_after_crash", count=requeued)
         if settings.llm_configured:
             # Two workers, one per queue: LLM tasks can never take every thread from the
             # cheap writes (raw ingest, saves, deletions).
@@ -127,6 +134,9 @@ class EmbeddedStack:
         if self.worker is not None:
             self.worker.stop()
             self.worker = None
+        if self._run is not None:
+            self._run.release()
+            self._run = None
         if self.runtime is not None:
             self.runtime.close()
             set_runtime(None)

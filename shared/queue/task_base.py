@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, TypeVar
 
 import structlog
@@ -25,6 +26,13 @@ log = get_logger("memoryd.task")
 _settings = get_settings()
 
 TRANSIENT = (TransientError, RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError)
+
+
+def unavailable(exc: BaseException) -> bool:
+    """A dependency is unreachable, as opposed to busy (a lock) or broken (bad input)."""
+    if isinstance(exc, AppError):
+        return exc.code.endswith("_unavailable")
+    return isinstance(exc, TRANSIENT)
 
 
 def error_body(exc: BaseException) -> dict[str, Any]:
@@ -53,6 +61,23 @@ class MemoryTask(Task[Any, dict[str, Any]]):
     time_limit = _settings.task_time_limit_s
     # Bookkeeping tasks (access statistics) have no job a caller could ask about.
     tracks_job = True
+
+    def retry(
+        self,
+        args: tuple[Any, ...] | None = None,
+        kwargs: dict[str, Any] | None = None,
+        exc: Exception | None = None,
+        throw: bool = True,
+        eta: datetime | None = None,
+        countdown: float | None = None,
+        max_retries: int | None = None,
+        **options: Any,
+    ) -> Any:
+        # A dependency that is down (store, embedder, Redis, later the LLM) comes back on its
+        # own: such jobs keep retrying far longer than other transient failures.
+        if max_retries is None and exc is not None and unavailable(exc):
+            max_retries = _settings.task_unavailable_max_retries
+        return super().retry(args, kwargs, exc, throw, eta, countdown, max_retries, **options)
 
     def on_retry(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo

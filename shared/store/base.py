@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared import failpoints
 from shared.errors import EmbeddingModelMismatch
 from shared.models import AuditEvent, Owner
 from shared.store.conditions import AllOf, AnyOf, Between, Condition, IdIn, Match, NoneOf
@@ -92,6 +93,7 @@ class Store(ABC):
                 raise ValueError(f"point {point.id} does not belong to {owner}")
         if points:
             self._upsert(points)
+            failpoints.reach(failpoints.STORE_UPSERT)
 
     def get(
         self, owner: Owner, ids: Sequence[str], with_vectors: bool = False

@@ -1,0 +1,124 @@
+"""Run every fault scenario against live stacks and print what survived.
+
+    python ops/chaos.py [--quick] [--only NAME,...] [--work-dir DIR] [--keep]
+    (or, from the project root: python -m ops.chaos ...)
+
+Each scenario starts what it needs on 127.0.0.1 and free ports (Redis, `memoryd up`, or
+`memoryd serve` + `memoryd worker`, a fake hosted embedding API, a Qdrant REST stand-in),
+injects its fault, waits for every job, counts the memories, and stops everything it
+started. The table: interactions sent, distinct memories expected, found, duplicates,
+lost, and the longest time from the end of a fault to the affected jobs being done.
+Exit status 1 if any scenario lost or duplicated anything, or failed outright.
+
+The same scenario functions run at a small size in tests/faults/ (CI); this command runs
+them at full size (1,000 interactions for the concurrent-workers scenario).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+if __package__ in (None, ""):
+    # `python ops/chaos.py` puts ops/ first on the path, not the project root.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ops.bench_common import log  # noqa: E402
+from ops.chaos_common import Row  # noqa: E402
+from ops.chaos_embedded import (  # noqa: E402
+    concurrent_workers,
+    embedder_unreachable,
+    redis_restarted,
+    stack_killed_and_restarted,
+)
+from ops.chaos_server import (  # noqa: E402
+    concurrent_worker_processes,
+    store_unreachable,
+    worker_killed_in_slow_embedding,
+    worker_killed_in_store_write,
+)
+
+Scenario = Callable[[Path], Row]
+
+
+def scenarios(quick: bool) -> dict[str, Scenario]:
+    def size(full: int, small: int) -> int:
+        return small if quick else full
+
+    return {
+        "worker-store-write": lambda w: worker_killed_in_store_write(
+            w, size(100, 6), kills=size(5, 2)),
+        "worker-slow-remote": lambda w: worker_killed_in_slow_embedding(
+            w, size(100, 6), kills=size(5, 2)),
+        "stack-kill": lambda w: stack_killed_and_restarted(w, size(200, 10)),
+        "redis-restart": lambda w: redis_restarted(w, size(500, 30)),
+        "store-down": lambda w: store_unreachable(w, size(200, 10), outage_s=size(10, 2)),
+        "embedder-down": lambda w: embedder_unreachable(w, size(200, 10), outage_s=size(10, 2)),
+        "concurrent": lambda w: concurrent_workers(w, size(1000, 80), threads=8),
+        "concurrent-processes": lambda w: concurrent_worker_processes(
+            w, size(1000, 80), processes=8),
+    }
+
+
+def table(rows: Sequence[Row]) -> str:
+    head = ("scenario", "interactions sent", "memories expected", "found", "duplicates",
+            "lost", "max recovery")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        recovery = "–" if r.recovery_s is None else f"{r.recovery_s:.1f} s"
+        lines.append(f"| {r.scenario} | {r.sent:,} | {r.expected:,} | {r.found:,} | "
+                     f"{r.duplicates} | {r.lost} | {recovery} |")
+    notes = [f"- {r.scenario}: {'; '.join(r.notes)}" for r in rows if r.notes]
+    return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="small sizes (a minute or two)")
+    parser.add_argument("--only", default="", help="comma-separated scenario names")
+    parser.add_argument("--work-dir", type=Path, default=None,
+                        help="where data and logs go (default: a temporary directory)")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = parser.parse_args(argv)
+
+    chosen = scenarios(args.quick)
+    if args.only:
+        names = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = [n for n in names if n not in chosen]
+        if unknown:
+            parser.error(f"unknown scenarios {unknown}; known: {', '.join(chosen)}")
+        chosen = {n: chosen[n] for n in names}
+
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="memoryd-chaos-"))
+    rows: list[Row] = []
+    failed = False
+    try:
+        for name, run in chosen.items():
+            log(f"[chaos] {name} …")
+            started = time.monotonic()
+            try:
+                row = run(work / name)
+            except Exception as exc:
+                log(traceback.format_exc())
+                row = Row(name, 0, 0, 0, 0, 0, None, [f"FAILED: {exc}"])
+                failed = True
+            failed = failed or not row.ok
+            log(f"[chaos] {name}: {row} ({time.monotonic() - started:.0f}s)")
+            rows.append(row)
+    finally:
+        if args.keep or failed:
+            log(f"[chaos] data and logs kept in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    print(table(rows))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

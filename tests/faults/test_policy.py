@@ -1,0 +1,77 @@
+"""The settings and primitives the fault scenarios rely on, checked directly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+from pydantic import ValidationError
+
+from shared import failpoints
+from shared.errors import (
+    ConfigurationError,
+    EmbedderUnavailable,
+    LockTimeout,
+    StoreUnavailable,
+)
+from shared.locks import _HOST, user_lock
+from shared.models import Owner
+from shared.queue.task_base import unavailable
+from shared.settings import Settings
+
+
+def test_visibility_timeout_is_minutes_and_limits_stay_below_it(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    assert 60 <= settings.broker_visibility_timeout_s <= 3600
+    assert settings.task_time_limit_s < settings.broker_visibility_timeout_s
+    assert settings.task_retry_backoff_max_s < settings.broker_visibility_timeout_s
+    with pytest.raises(ValidationError, match="task_time_limit_s"):
+        Settings(data_dir=tmp_path, broker_visibility_timeout_s=120, task_time_limit_s=120,
+                 task_soft_time_limit_s=100)
+
+
+def test_only_unreachable_dependencies_get_the_long_retry_budget() -> None:
+    assert unavailable(StoreUnavailable("down")) and unavailable(EmbedderUnavailable("down"))
+    assert unavailable(ConnectionRefusedError())
+    assert not unavailable(LockTimeout("busy"))
+
+
+def test_failpoint_fires_once_then_lets_the_rerun_through(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="unknown"):
+        failpoints.arm(Settings(data_dir=tmp_path, failpoints="nowhere", failpoint_dir=tmp_path))
+    failpoints.arm(Settings(data_dir=tmp_path, failpoints="store.upsert",
+                            failpoint_dir=tmp_path, failpoint_pause_s=0))
+    try:
+        failpoints.reach("embed.documents")  # not armed: no marker
+        assert failpoints.reached(tmp_path, "embed.documents") is None
+        failpoints.reach("store.upsert")
+        marker = tmp_path / "store.upsert"
+        first = marker.stat().st_mtime_ns
+        failpoints.reach("store.upsert")  # the redelivered run: passes, marker untouched
+        assert failpoints.reached(tmp_path, "store.upsert") is not None
+        assert marker.stat().st_mtime_ns == first
+    finally:
+        failpoints.arm(Settings(data_dir=tmp_path))
+
+
+def test_lock_of_a_dead_local_holder_is_taken_over(redis_server: str) -> None:
+    client = redis.Redis.from_url(redis_server)
+    owner = Owner(tenant_id="t-lock", user_id="u-lock")
+    name = f"memoryd:lock:{owner.tenant_id}:{owner.user_id}"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    try:
+        client.set(name, f"{_HOST}|{dead.pid}|token", px=60_000)
+        with user_lock(client, owner, timeout_s=10, wait_s=5):
+            assert client.get(name) != f"{_HOST}|{dead.pid}|token".encode()
+        # A holder elsewhere (or alive) is waited for, never broken.
+        client.set(name, "other-host|1|token", px=60_000)
+        with pytest.raises(LockTimeout), user_lock(client, owner, timeout_s=10, wait_s=0.5):
+            pass
+        assert client.get(name) == b"other-host|1|token"
+    finally:
+        client.delete(name)
+        client.close()
