@@ -219,13 +219,8 @@ def history(user: User, memory_id: Annotated[str, typer.Argument(help="the memor
             url: Url = None, key: Key = None, data_dir: DataDir = None) -> None:
     """The audit trail of one memory (what changed, when, by which job)."""
     with connected(url, key, data_dir) as client:
-        try:
-            found = client.history(user, memory_id)
-        except NotFound as exc:
-            client.get(user, memory_id)  # an unknown memory is its own, clearer error
-            fail("this server has no history endpoint (GET /v1/memories/{id}/history); "
-                 "upgrade the stack", exc)
-    out.print_json(jsonable(found))
+        found = client.history(user, memory_id)
+    out.print_json(found.model_dump_json())
 
 
 def export(user: User,

@@ -19,6 +19,7 @@ from shared.schemas import (
     ContextResponse,
     JobAccepted,
     JobView,
+    MemoryHistory,
     MemoryPage,
     MemoryView,
     Message,
@@ -113,7 +114,7 @@ class AsyncMemorydClient:
     async def get(self, user_id: str, memory_id: str) -> MemoryView:
         return await self._run(calls.get(user_id, memory_id))
 
-    async def history(self, user_id: str, memory_id: str) -> Any:
+    async def history(self, user_id: str, memory_id: str) -> MemoryHistory:
         return await self._run(calls.history(user_id, memory_id))
 
     async def export(self, user_id: str) -> AsyncIterator[dict[str, Any]]:

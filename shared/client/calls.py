@@ -25,6 +25,7 @@ from shared.schemas import (
     InteractionRequest,
     JobAccepted,
     JobView,
+    MemoryHistory,
     MemoryPage,
     MemoryView,
     Message,
@@ -199,8 +200,8 @@ def forget(
         user_id=user_id, thread_id=thread_id, before=before, after=after, all=all, wait=wait))
 
 
-def history(user_id: str, memory_id: str) -> Call[Any]:
-    return Call("GET", f"/v1/memories/{memory_id}/history", _json,
+def history(user_id: str, memory_id: str) -> Call[MemoryHistory]:
+    return Call("GET", f"/v1/memories/{memory_id}/history", _model(MemoryHistory),
                 params=_params(user_id=user_id))
 
 

@@ -18,6 +18,7 @@ from shared.schemas import (
     ContextResponse,
     JobAccepted,
     JobView,
+    MemoryHistory,
     MemoryPage,
     MemoryView,
     Message,
@@ -114,7 +115,7 @@ class MemorydClient:
     def get(self, user_id: str, memory_id: str) -> MemoryView:
         return self._run(calls.get(user_id, memory_id))
 
-    def history(self, user_id: str, memory_id: str) -> Any:
+    def history(self, user_id: str, memory_id: str) -> MemoryHistory:
         return self._run(calls.history(user_id, memory_id))
 
     def export(self, user_id: str) -> Iterator[dict[str, Any]]:

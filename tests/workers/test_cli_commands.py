@@ -117,10 +117,10 @@ def test_status_history_reindex(run: Invoke, user: str) -> None:
     assert "ready" in status and "redis: ok" in status and "API key: accepted" in status
     assert "memory" in status and "llm" in status and "failed jobs:" in status
     memory_id = ok(run("add", user, "I swim on Tuesdays")).strip().split(": ")[-1]
-    history = run("history", user, memory_id)
-    assert "Traceback" not in history.output
-    # Until the history endpoint lands on this branch: a clear message, not a traceback.
-    assert history.exit_code == 0 or "no history endpoint" in history.output
+    history = json.loads(ok(run("history", user, memory_id)))
+    assert history["memory_id"] == memory_id
+    assert [e["event"] for e in history["events"]] == ["ADD"]
+    assert history["events"][0]["after"] == "I swim on Tuesdays"
     unknown = run("history", user, "00000000-0000-0000-0000-000000000000")
     assert unknown.exit_code == 1 and "not_found" in unknown.output
     # A real re-embedding would switch the shared session stack's model under the other

@@ -96,17 +96,18 @@ def test_wait_times_out_with_the_last_state(client: MemorydClient, user: str) ->
     assert client.wait(job.job_id, timeout=30).status.value == "succeeded"
 
 
-def test_history_is_asked_for_at_its_route(client: MemorydClient, user: str) -> None:
+def test_history_lists_the_versions(client: MemorydClient, user: str) -> None:
     saved = client.save(user, "I run every morning", wait=20)
     assert isinstance(saved, SaveResult) and saved.memory is not None
-    # The history endpoint is another change; until it lands the route answers 404, and
-    # either way the answer comes back as JSON or a typed error, never a traceback.
-    try:
-        history = client.history(user, saved.memory.id)
-    except NotFound as exc:
-        assert exc.status == 404
-    else:
-        assert history
+    memory_id = saved.memory.id
+    client.update(user, memory_id, content="I run every evening", wait=20)
+    history = client.history(user, memory_id)
+    assert [e.event for e in history.events][:2] == ["ADD", "UPDATE"]
+    assert history.events[1].before == "I run every morning"
+    assert history.events[1].after == "I run every evening"
+    with pytest.raises(NotFound) as missing:
+        client.history(user, "00000000-0000-0000-0000-000000000000")
+    assert missing.value.code == "not_found"
 
 
 def test_stack_down_is_connection_failed() -> None:
