@@ -14,14 +14,15 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 
 # The admin page test drives Debian's chromium; install it when missing and we can (root,
-# apt). Once per machine; a machine without it skips that one test.
+# apt), with a CJK font so Chinese memories render in its screenshot. Once per machine; a
+# machine without it skips that one test.
 if [ ! -x /usr/bin/chromium ] && [ -z "${MEMORYD_NO_BROWSER_INSTALL:-}" ] \
         && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     echo "installing chromium for the admin page test (MEMORYD_NO_BROWSER_INSTALL=1 skips)"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1 \
+    apt-get install -y -q --no-install-recommends chromium fonts-wqy-microhei >/dev/null 2>&1 \
         || { apt-get update -q >/dev/null 2>&1 \
-             && apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1; } \
+             && apt-get install -y -q --no-install-recommends chromium fonts-wqy-microhei >/dev/null 2>&1; } \
         || echo "could not install chromium: the admin page browser test will skip" >&2
 fi
 
