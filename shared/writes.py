@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,7 @@ from shared.models import (
     Source,
     utcnow,
 )
+from shared.redaction import redact
 from shared.retention import live_conditions
 from shared.runtime import Runtime
 from shared.schemas import MemoryView, SaveResult
@@ -122,7 +123,7 @@ class MemoryWriter:
             before = MemoryRecord.from_payload(point.id, point.payload)
             changes = cmd.changes.model_dump(exclude_unset=True)
             if "content" in changes:
-                changes["content"] = changes["content"].strip()
+                changes["content"] = redact(changes["content"].strip())
                 changes["content_hash"] = content_hash(changes["content"])
             if "tags" in changes:
                 changes["tags"] = list(dict.fromkeys(changes["tags"]))
@@ -180,6 +181,9 @@ class MemoryWriter:
     ) -> list[WriteResult]:
         if not candidates:
             return []
+        # Every write path ends here, so nothing is stored unredacted: explicit saves and
+        # imports as well as extraction (which redacts earlier, before any LLM call).
+        candidates = [replace(c, content=redact(c.content)) for c in candidates]
         # Embedding is the slow part: do it before taking the user's lock.
         if vectors is None:
             vectors = self._embed([c.content for c in candidates])
