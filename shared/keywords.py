@@ -95,7 +95,22 @@ def keyword_vector(text: str) -> tuple[list[int], list[float]] | None:
     return indices, [counts[i] * (BM25_K1 + 1) / (counts[i] + norm) for i in indices]
 
 
-def query_keyword_vector(text: str) -> tuple[list[int], list[float]] | None:
-    """A query's terms, each once: the score is then the sum of matched terms' BM25 × IDF."""
+# MADial recall@5, hybrid: 0.596 with every term at 1; 0.598 / 0.600 / 0.601 at 0.3 / 0.5 / 0.7.
+EARLIER_TURN_WEIGHT = 0.5
+
+
+def query_keyword_vector(
+    text: str, current: str | None = None
+) -> tuple[list[int], list[float]] | None:
+    """A query's terms, each once: the score is then the sum of matched terms' BM25 × IDF.
+
+    With `current` (a conversation excerpt's current turn), terms found only in the earlier
+    lines count half, as the dense side counts the current turn twice (docs/retrieval.md).
+    """
     ids = sorted({token_id(t) for t in tokenize(text)})
-    return (ids, [1.0] * len(ids)) if ids else None
+    if not ids:
+        return None
+    if current is None:
+        return ids, [1.0] * len(ids)
+    now = {token_id(t) for t in tokenize(current)}
+    return ids, [1.0 if i in now else EARLIER_TURN_WEIGHT for i in ids]

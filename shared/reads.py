@@ -144,16 +144,19 @@ def search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
         _ = rt.reranker  # refuse an unconfigured rerank before doing any work
     weights = rt.search_weights
     queries: list[VectorQuery] = []
+    text = read_query(req.query)
+    # A multi-line query is a conversation excerpt: hybrid search weighs its current turn
+    # more, on both sides (docs/retrieval.md).
+    current = text.current if req.mode is SearchMode.HYBRID and text.is_excerpt else None
     if req.mode is not SearchMode.KEYWORD:
         vector = rt.query_embedder.embed_query(req.query)
-        text = read_query(req.query)
-        if req.mode is SearchMode.HYBRID and text.is_excerpt:
-            # A multi-line query is a conversation excerpt: its last line, the current
-            # turn, counts twice (MADial recall@5 0.575 → 0.596; docs/retrieval.md).
-            vector = vector + rt.query_embedder.embed_query(text.current)
+        if current is not None:
+            # The current turn counts twice (MADial recall@5 0.575 → 0.596).
+            vector = vector + rt.query_embedder.embed_query(current)
             vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
         queries.append(VectorQuery(DENSE, vector.tolist()))
-    keywords = query_keyword_vector(req.query) if req.mode is not SearchMode.DENSE else None
+    keywords = (query_keyword_vector(req.query, current) if req.mode is not SearchMode.DENSE
+                else None)
     if keywords is not None:
         queries.append(VectorQuery(SPARSE, keywords))
     # Fusion, neighbours and rescoring reorder, so each list goes deeper than the page:
