@@ -37,6 +37,7 @@ from ops.chaos_embedded import (  # noqa: E402
     redis_restarted,
     stack_killed_and_restarted,
 )
+from ops.chaos_llm import worker_killed_in_llm_call  # noqa: E402
 from ops.chaos_server import (  # noqa: E402
     concurrent_worker_processes,
     store_unreachable,
@@ -56,6 +57,8 @@ def scenarios(quick: bool) -> dict[str, Scenario]:
             w, size(100, 6), kills=size(5, 2)),
         "worker-slow-remote": lambda w: worker_killed_in_slow_embedding(
             w, size(100, 6), kills=size(5, 2)),
+        "worker-llm-call": lambda w: worker_killed_in_llm_call(
+            w, size(100, 6), kills=size(6, 2)),
         "stack-kill": lambda w: stack_killed_and_restarted(w, size(200, 10)),
         "redis-restart": lambda w: redis_restarted(w, size(500, 30)),
         "store-down": lambda w: store_unreachable(w, size(200, 10), outage_s=size(10, 2)),
