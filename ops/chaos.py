@@ -4,10 +4,11 @@
     (or, from the project root: python -m ops.chaos ...)
 
 Each scenario starts what it needs on 127.0.0.1 and free ports (Redis, `memoryd up`, or
-`memoryd serve` + `memoryd worker`, a fake hosted embedding API, a Qdrant REST stand-in),
-injects its fault, waits for every job, counts the memories, and stops everything it
-started. The table: interactions sent, distinct memories expected, found, duplicates,
-lost, and the longest time from the end of a fault to the affected jobs being done.
+`memoryd serve` + `memoryd worker`, a fake hosted embedding API, a fake chat model, a
+Qdrant REST stand-in), injects its fault, waits for every job, counts the memories, and
+stops everything it started. The table: interactions sent, distinct memories expected,
+found, duplicates, lost, and the longest time from the end of a fault to the affected jobs
+being done.
 Exit status 1 if any scenario lost or duplicated anything, or failed outright.
 
 The same scenario functions run at a small size in tests/faults/ (CI); this command runs
