@@ -4,10 +4,11 @@
     (or, from the project root: python -m ops.chaos ...)
 
 Each scenario starts what it needs on 127.0.0.1 and free ports (Redis, `memoryd up`, or
-`memoryd serve` + `memoryd worker`, a fake hosted embedding API, a Qdrant REST stand-in),
-injects its fault, waits for every job, counts the memories, and stops everything it
-started. The table: interactions sent, distinct memories expected, found, duplicates,
-lost, and the longest time from the end of a fault to the affected jobs being done.
+`memoryd serve` + `memoryd worker`, a fake hosted embedding API, a fake chat model, a
+Qdrant REST stand-in), injects its fault, waits for every job, counts the memories, and
+stops everything it started. The table: interactions sent, distinct memories expected,
+found, duplicates, lost, and the longest time from the end of a fault to the affected jobs
+being done.
 Exit status 1 if any scenario lost or duplicated anything, or failed outright.
 
 The same scenario functions run at a small size in tests/faults/ (CI); this command runs
@@ -37,6 +38,7 @@ from ops.chaos_embedded import (  # noqa: E402
     redis_restarted,
     stack_killed_and_restarted,
 )
+from ops.chaos_llm import worker_killed_in_llm_call  # noqa: E402
 from ops.chaos_server import (  # noqa: E402
     concurrent_worker_processes,
     store_unreachable,
@@ -56,6 +58,8 @@ def scenarios(quick: bool) -> dict[str, Scenario]:
             w, size(100, 6), kills=size(5, 2)),
         "worker-slow-remote": lambda w: worker_killed_in_slow_embedding(
             w, size(100, 6), kills=size(5, 2)),
+        "worker-llm-call": lambda w: worker_killed_in_llm_call(
+            w, size(100, 6), kills=size(6, 2)),
         "stack-kill": lambda w: stack_killed_and_restarted(w, size(200, 10)),
         "redis-restart": lambda w: redis_restarted(w, size(500, 30)),
         "store-down": lambda w: store_unreachable(w, size(200, 10), outage_s=size(10, 2)),

@@ -168,8 +168,8 @@ def worker_killed_in_store_write(work: Path, n: int, kills: int) -> Row:
 
 
 def worker_killed_in_slow_embedding(work: Path, n: int, kills: int) -> Row:
-    """SIGKILL the pool process while it waits on a slow remote embedding call (the stand-in
-    for a slow LLM call until LLM extraction lands)."""
+    """SIGKILL the pool process while it waits on a slow remote embedding call (the LLM
+    call has its own drill: `ops/chaos_llm.py`)."""
     user = f"kill-remote-{uuid.uuid4().hex[:8]}"
     texts = [note_text("r", i) for i in range(n)]
     recoveries: list[float] = []

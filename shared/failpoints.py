@@ -8,8 +8,8 @@ redelivered job) goes straight through, because the file already exists. Unconfi
 failpoint costs one frozenset lookup.
 
 Failpoints: `store.upsert` (a memory point written, its job neither finished nor acked),
-`embed.documents` (before the embedding call of a write). `llm.extract` is reserved for LLM
-extraction once it lands: the same drill, killing a worker during the model call.
+`embed.documents` (before the embedding call of a write), `llm.extract` (an LLM extraction
+job right before the model is asked; `ops/chaos_llm.py` kills a worker there).
 """
 
 from __future__ import annotations
