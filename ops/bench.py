@@ -3,6 +3,7 @@
     python ops/bench.py [--embedder e5-small|use] [--sizes 10000,100000]
                         [--phases enqueue,ingest,search] [--out bench-results/bench.json]
     python ops/bench.py --phases extract [--extract-latency-ms 300] [--extract-workers 1,2,4]
+                        [--extract-mode processes|threads] [--extract-embedder hosted-fake]
                         [--locomo ../shared/bench/locomo10.json]
     (or, from the project root: python -m ops.bench ...)
 
@@ -88,7 +89,14 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     parser.add_argument("--extract-jobs", type=int, default=40,
                         help="extract phase: LLM interactions per worker count")
     parser.add_argument("--extract-workers", default="1,2,4",
-                        help="extract phase: llm worker threads per run, comma-separated")
+                        help="extract phase: llm workers per run, comma-separated")
+    parser.add_argument("--extract-mode", choices=("processes", "threads"),
+                        default="processes",
+                        help="extract phase: N server-mode worker processes (default), or N "
+                             "threads of the embedded stack's llm worker")
+    parser.add_argument("--extract-embedder", default="hosted-fake",
+                        help="extract phase: hosted-fake (a local fake of a hosted embedding "
+                             "API, default) or an embedder name such as e5-small")
     parser.add_argument("--extract-enqueue-n", type=int, default=200,
                         help="extract phase: enqueues timed idle and saturated")
     parser.add_argument("--extract-raw-n", type=int, default=10,
@@ -128,7 +136,8 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         clients=args.clients, probe_n=args.probe_n, pool_limit=args.pool_limit,
         extract_latency_ms=args.extract_latency_ms, extract_jobs=args.extract_jobs,
         extract_workers=extract_workers, extract_enqueue_n=args.extract_enqueue_n,
-        extract_raw_n=args.extract_raw_n,
+        extract_raw_n=args.extract_raw_n, extract_mode=args.extract_mode,
+        extract_embedder=args.extract_embedder,
     )
 
 

@@ -62,3 +62,5 @@ class Options:
     extract_workers: tuple[int, ...] = (1, 2, 4)
     extract_enqueue_n: int = 200
     extract_raw_n: int = 10
+    extract_mode: str = "processes"  # processes (server mode) | threads (embedded)
+    extract_embedder: str = "hosted-fake"  # or an embedder name, e.g. e5-small

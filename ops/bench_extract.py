@@ -2,29 +2,44 @@
 and what saturated extraction does to enqueue latency and to raw ingestion.
 
 Setup, and why: the fake LLM (shared/testing/fake_llm.py) runs in this process and answers
-every request after `latency_ms`. The stack is `memoryd up` (one process: gateway, the
-memory-queue worker, and a second in-process worker on the llm queue with N threads). The
-embedded Qdrant Edge shard opens in one process only, and no Qdrant server exists here, so
-"N workers" are N threads of the llm worker sharing the store, not N processes: while the
-model call dominates (it waits on the network, holding no lock), a thread is what a worker
-process would be. Each run uses a fresh stack; each job is a distinct user's interaction
-that yields one ADD (embedded, dedup-checked, written, audited).
+every request after `latency_ms`. Each job is a distinct user's interaction that yields one
+ADD (embedded, dedup-checked, written, audited); each worker count gets a fresh stack.
+
+`--extract-mode processes` (the default) is server mode: N `memoryd worker --queues llm
+--concurrency 1` processes behind `memoryd serve`, on the Qdrant REST stand-in
+(ops/bench_extract_procs.py). `--extract-mode threads` is the embedded stack (`memoryd up`)
+with N threads on its llm worker: the embedded Qdrant Edge store opens in one process only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ops.bench_common import Options, latency_summary, log
-from ops.bench_stack import Stack
+from ops.bench_extract_procs import ProcStack
+from ops.bench_stack import CpuMeter, Stack
 from ops.bench_writes import enqueue, finished_at, wait_all
+from ops.chaos_common import FakeOpenAIEmbeddings
 from shared.testing.fake_llm import Behaviour, FakeLLM, Received, json_reply
 
 MODEL = "bench-extractor"
+# --extract-embedder's default: the local fake of a hosted OpenAI-compatible embedding API
+# (ops/chaos_common.py). A local model would be loaded by every worker process and its CPU
+# would compete with the very processes whose scaling is measured, on 2 cores.
+HOSTED_FAKE = "hosted-fake"
 _USER_LINE = re.compile(r"^USER: (.+)$", re.MULTILINE)
+
+
+class Target(Protocol):
+    """What a run needs of a stack: `Stack` (embedded) and `ProcStack` (server mode)."""
+
+    def client(self, timeout_s: float = 60.0) -> Any: ...
+
+    def cpu_meter(self) -> CpuMeter: ...
 
 
 def answer(request: Received) -> Behaviour:
@@ -46,9 +61,12 @@ def raw_interaction(user: str, i: int) -> dict[str, Any]:
             "messages": [{"role": "user", "content": f"A raw note number {i} about my day"}]}
 
 
-def _throughput(stack: Stack, jobs: int, tag: str) -> dict[str, Any]:
+def _throughput(stack: Target, jobs: int, tag: str, workers: int) -> dict[str, Any]:
     with stack.client() as client:
-        warm = [enqueue(client, llm_interaction(f"{tag}-warm-{i}", i)) for i in range(2)]
+        # Two jobs per worker, so every worker process has run its slow first task (opening
+        # the store and the embedder's client) before the clock starts.
+        warm = [enqueue(client, llm_interaction(f"{tag}-warm-{i}", i))
+                for i in range(2 * workers)]
         wait_all(client, warm)
         with stack.cpu_meter() as cpu:
             started = time.time()
@@ -84,9 +102,10 @@ def _enqueue_latency(client: Any, tag: str, n: int) -> tuple[list[float], list[s
     return samples, ids
 
 
-def _saturated(stack: Stack, jobs: int, enqueue_n: int, raw_n: int) -> dict[str, Any]:
+def _saturated(stack: Target, jobs: int, enqueue_n: int, raw_n: int) -> dict[str, Any]:
     """Enqueue latency and raw-ingest latency idle, then with the llm queue saturated."""
     with stack.client() as client:
+        _raw_latency(client, "warm", 1)  # the memory worker's first task is not timed
         idle_enqueue, idle_ids = _enqueue_latency(client, "idle", enqueue_n)
         wait_all(client, idle_ids)
         idle_raw = _raw_latency(client, "idle", raw_n)
@@ -111,22 +130,48 @@ def _saturated(stack: Stack, jobs: int, enqueue_n: int, raw_n: int) -> dict[str,
     }
 
 
+def _stack(opts: Options, workdir: Path, label: str, workers: int,
+           env: dict[str, str]) -> Stack | ProcStack:
+    if opts.extract_mode == "threads":
+        return Stack(label, workdir / label, workdir, env["MEMORYD_EMBEDDER"],
+                     extra_env={**env, "MEMORYD_LLM_WORKER_CONCURRENCY": str(workers)})
+    settings: dict[str, object] = {k.removeprefix("MEMORYD_").lower(): v for k, v in env.items()}
+    return ProcStack(label, workdir / label, workers, settings)
+
+
+SETUP = {
+    "processes": ("server mode: N `memoryd worker --queues llm --concurrency 1` processes, "
+                  "one `memoryd worker --queues memory`, `memoryd serve`, a Redis and the "
+                  "Qdrant REST stand-in (qdrant-client local mode behind Qdrant's REST API, "
+                  "one Python process serving one request at a time) as separate processes"),
+    "threads": ("embedded: `memoryd up` subprocess; N = threads of the in-process llm-queue "
+                "worker (one process: the embedded store opens in one process only)"),
+}
+
+
 def run_extract_phase(opts: Options, workdir: Path) -> dict[str, Any]:
     latency_s = opts.extract_latency_ms / 1000.0
+    unit = "process(es)" if opts.extract_mode == "processes" else "thread(s)"
     runs = []
     saturated: dict[str, Any] | None = None
-    with FakeLLM(latency_s=latency_s) as fake:
+    hosted = opts.extract_embedder == HOSTED_FAKE
+    with contextlib.ExitStack() as cleanup, FakeLLM(latency_s=latency_s) as fake:
+        embeddings = FakeOpenAIEmbeddings().start() if hosted else None
+        if embeddings is not None:
+            cleanup.callback(embeddings.stop)
         fake.responder = answer
         env = {"MEMORYD_LLM_PROVIDER": "openai", "MEMORYD_LLM_BASE_URL": fake.openai_url,
-               "MEMORYD_LLM_MODEL": MODEL, "MEMORYD_LLM_TIMEOUT_S": "30"}
+               "MEMORYD_LLM_MODEL": MODEL, "MEMORYD_LLM_TIMEOUT_S": "30",
+               "MEMORYD_EMBEDDER": opts.extract_embedder}
+        if embeddings is not None:
+            env.update(MEMORYD_EMBEDDER="openai:fake-embed",
+                       MEMORYD_OPENAI_BASE_URL=embeddings.base_url)
         for workers in opts.extract_workers:
             label = f"extract-{workers}"
-            log(f"extract: {workers} llm worker thread(s), {opts.extract_jobs} jobs, "
+            log(f"extract: {workers} llm worker {unit}, {opts.extract_jobs} jobs, "
                 f"fake LLM at {opts.extract_latency_ms} ms")
-            stack_env = {**env, "MEMORYD_LLM_WORKER_CONCURRENCY": str(workers)}
-            with Stack(label, workdir / label, workdir, opts.embedder,
-                       extra_env=stack_env) as stack:
-                run = _throughput(stack, opts.extract_jobs, label)
+            with _stack(opts, workdir, label, workers, env) as stack:
+                run = _throughput(stack, opts.extract_jobs, label, workers)
                 run["llm_workers"] = workers
                 runs.append(run)
                 if workers == max(opts.extract_workers):
@@ -137,10 +182,15 @@ def run_extract_phase(opts: Options, workdir: Path) -> dict[str, Any]:
     base = runs[0]["jobs_per_s"] / runs[0]["llm_workers"]
     for run in runs:
         run["scaling_vs_linear"] = round(run["jobs_per_s"] / (base * run["llm_workers"]), 2)
+        # What a worker could do if only the model's latency held it up.
+        run["of_latency_bound"] = round(run["jobs_per_s"] * latency_s / run["llm_workers"], 2)
     return {
-        "setup": ("fake OpenAI-compatible LLM in the bench process at a fixed latency; "
-                  "memoryd up subprocess; N = threads of the in-process llm-queue worker "
-                  "(one process: the embedded store opens in one process only)"),
+        "mode": opts.extract_mode,
+        "worker_unit": unit,
+        "embedder": ("fake hosted OpenAI-compatible embeddings (64-d) in the bench process"
+                     if hosted else opts.extract_embedder),
+        "setup": SETUP[opts.extract_mode] + "; fake OpenAI-compatible LLM in the bench "
+                 "process at a fixed latency",
         "llm_latency_ms": opts.extract_latency_ms,
         "runs": runs,
         "saturated": saturated,
@@ -153,9 +203,11 @@ def extract_rows(report: dict[str, Any]) -> list[tuple[str, float, str, str]]:
     if not section:
         return []
     ms = section["llm_latency_ms"]
+    unit = section.get("worker_unit", "thread(s)")
     rows = [
-        (f"llm extraction, {r['llm_workers']} worker thread(s), fake LLM {ms} ms",
-         r["jobs_per_s"], "jobs/s", f"{r['scaling_vs_linear']:.0%} of linear")
+        (f"llm extraction, {r['llm_workers']} worker {unit}, fake LLM {ms} ms",
+         r["jobs_per_s"], "jobs/s",
+         f"{r['scaling_vs_linear']:.0%} of linear{_cores_note(r['cpu'])}")
         for r in section["runs"]
     ]
     sat = section.get("saturated")
@@ -174,3 +226,9 @@ def extract_rows(report: dict[str, Any]) -> list[tuple[str, float, str, str]]:
         ]
     return rows
 
+
+def _cores_note(cpu: dict[str, float]) -> str:
+    if "facade_cores" not in cpu:
+        return ""
+    return (f"; cores: Qdrant stand-in {cpu['facade_cores']:.2f}, llm workers "
+            f"{cpu['llm_workers_cores']:.2f}, other {cpu['other_cores']:.2f}")

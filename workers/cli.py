@@ -82,11 +82,13 @@ def worker(
     concurrency: Annotated[int, typer.Option(help="worker processes")] = 2,
     queues: Annotated[str, typer.Option(help="comma-separated queues")] = "memory,llm",
     loglevel: Annotated[str, typer.Option(help="log level")] = "INFO",
+    hostname: Annotated[str | None, typer.Option(
+        help="Celery node name, e.g. llm-1@%h (several workers on one host)")] = None,
 ) -> None:
     """Server mode: a Celery worker process (prefork pool)."""
     from workers.process import run_worker
 
-    run_worker(concurrency=concurrency, queues=queues, loglevel=loglevel)
+    run_worker(concurrency=concurrency, queues=queues, loglevel=loglevel, hostname=hostname)
 
 
 @app.command()

@@ -17,19 +17,23 @@ def _structlog(**_: Any) -> None:
     configure_logging(settings.log_level, settings.log_json)
 
 
-def worker_argv(concurrency: int, queues: str, loglevel: str, settings: Settings) -> list[str]:
+def worker_argv(concurrency: int, queues: str, loglevel: str, settings: Settings,
+                hostname: str | None = None) -> list[str]:
     # Task events (Flower) are on in server mode unless MEMORYD_TASK_EVENTS=false.
     events = settings.task_events is not False
+    # Several workers on one host need distinct node names (Celery's -n), else they all
+    # answer as celery@<host> to remote control and Flower.
     return [
         "worker", f"--concurrency={concurrency}", f"--queues={queues}", f"--loglevel={loglevel}",
-        "--pool=prefork", *(["--task-events"] if events else []),
+        "--pool=prefork", *([f"--hostname={hostname}"] if hostname else []),
+        *(["--task-events"] if events else []),
     ]
 
 
-def run_worker(concurrency: int, queues: str, loglevel: str) -> None:
+def run_worker(concurrency: int, queues: str, loglevel: str, hostname: str | None = None) -> None:
     import workers.tasks  # noqa: F401  (registers the tasks)
 
-    app.worker_main(worker_argv(concurrency, queues, loglevel, get_settings()))
+    app.worker_main(worker_argv(concurrency, queues, loglevel, get_settings(), hostname))
 
 
 def run_beat(loglevel: str) -> None:
