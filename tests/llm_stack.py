@@ -6,10 +6,7 @@ LLM (its interactions default to rules), and one process holds one embedded stac
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +14,7 @@ import httpx
 import pytest
 from conftest import KEY_A, KEY_B, redis_db_url
 from fake_llm import FakeLLM
+from up_process import start_up, wait_ready
 
 from shared.redis_runtime import free_port
 
@@ -28,8 +26,7 @@ LLM_TIMEOUT_S = 1.5
 
 def start_llm_stack(data_dir: Path, redis_url: str, llm_env: dict[str, str],
                     port: int) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
-    env.update({
+    return start_up(data_dir, port, {
         "MEMORYD_REDIS_URL": redis_url, "MEMORYD_START_REDIS": "false",
         "MEMORYD_API_KEYS": f"{KEY_A}=tenant-a,{KEY_B}=tenant-b",
         "MEMORYD_LOG_JSON": "true", "MEMORYD_LOG_LEVEL": "WARNING",
@@ -38,26 +35,6 @@ def start_llm_stack(data_dir: Path, redis_url: str, llm_env: dict[str, str],
         "MEMORYD_USER_LOCK_WAIT_S": "5",
         **llm_env,
     })
-    return subprocess.Popen(
-        [sys.executable, "-m", "workers.cli", "up", "--port", str(port), "--data-dir",
-         str(data_dir)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-
-
-def wait_ready(proc: subprocess.Popen[str], base: str, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            out = proc.stdout.read() if proc.stdout else ""
-            raise AssertionError(f"memoryd up exited: {out}")
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError("the LLM stack did not become ready")
 
 
 def stop(proc: subprocess.Popen[str]) -> None:

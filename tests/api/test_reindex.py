@@ -8,10 +8,8 @@ re-embeds only what changed since the e5 generation (the content-hash reuse).
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +21,7 @@ import pytest
 from conftest import KEY_A, KEY_B, redis_db_url
 from helpers import save, search
 from typer.testing import CliRunner
+from up_process import start_up, wait_ready
 
 from shared.redis_runtime import free_port
 from workers.cli import app as cli_app
@@ -47,27 +46,15 @@ class Stack:
 
     def __init__(self, data_dir: Path, redis_url: str, **env: str) -> None:
         self.base = f"http://127.0.0.1:{free_port()}"
-        values = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
-        values.update({"MEMORYD_REDIS_URL": redis_url, "MEMORYD_LOG_LEVEL": "WARNING",
-                       "MEMORYD_API_KEYS": f"{KEY_A}=tenant-a,{KEY_B}=tenant-b",
-                       "MEMORYD_LOG_JSON": "true", **env})
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "workers.cli", "up", "--port", self.base.rsplit(":", 1)[1],
-             "--data-dir", str(data_dir)],
-            env=values, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(self.proc.stdout.read() if self.proc.stdout else "exited")
-            try:
-                if httpx.get(f"{self.base}/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise AssertionError("memoryd up did not become ready")
+        self.proc = start_up(data_dir, int(self.base.rsplit(":", 1)[1]), {
+            "MEMORYD_REDIS_URL": redis_url, "MEMORYD_LOG_LEVEL": "WARNING",
+            "MEMORYD_API_KEYS": f"{KEY_A}=tenant-a,{KEY_B}=tenant-b",
+            "MEMORYD_LOG_JSON": "true", **env})
+        try:
+            wait_ready(self.proc, self.base)
+        except AssertionError:
+            self.stop()
+            raise
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.base, timeout=30,

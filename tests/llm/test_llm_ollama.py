@@ -7,7 +7,8 @@ import pytest
 from conftest import KEY_A, redis_db_url
 from fake_llm import FakeLLM, json_reply
 from helpers import wait_job
-from llm_stack import start_llm_stack, stop, wait_ready
+from llm_stack import start_llm_stack, stop
+from up_process import wait_ready
 
 from shared.redis_runtime import free_port
 

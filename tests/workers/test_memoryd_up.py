@@ -3,43 +3,21 @@ child on Ctrl-C, and finds every memory again on the next start."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from up_process import start_up, wait_ready
 
 from shared.redis_runtime import free_port, redis_reachable
 
 
 def start(data_dir: Path, port: int, redis_port: int) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
-    env.update({"MEMORYD_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
-                "MEMORYD_LOG_JSON": "true", "MEMORYD_LOG_LEVEL": "WARNING"})
-    return subprocess.Popen(
-        [sys.executable, "-m", "workers.cli", "up", "--port", str(port), "--data-dir",
-         str(data_dir)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-
-
-def wait_healthy(proc: subprocess.Popen[str], base: str, timeout_s: float = 90) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"memoryd up exited: {proc.stdout.read() if proc.stdout else ''}")
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError("memoryd up did not become ready")
+    return start_up(data_dir, port, {"MEMORYD_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+                                     "MEMORYD_LOG_JSON": "true", "MEMORYD_LOG_LEVEL": "WARNING"})
 
 
 def interrupt(proc: subprocess.Popen[str]) -> str:
@@ -82,7 +60,7 @@ def test_up_stop_and_restart_keeps_memories(
     base = f"http://127.0.0.1:{port}"
     proc = start(tmp_path, port, redis_port)
     procs.append(proc)
-    wait_healthy(proc, base)
+    wait_ready(proc, base)
     key = (tmp_path / "api-key").read_text().strip()
     headers = {"Authorization": f"Bearer {key}"}
     saved = httpx.post(f"{base}/v1/memories", params={"wait": 20}, headers=headers, timeout=30,
@@ -97,7 +75,7 @@ def test_up_stop_and_restart_keeps_memories(
 
     again = start(tmp_path, port, redis_port)
     procs.append(again)
-    wait_healthy(again, base)
+    wait_ready(again, base)
     found = httpx.post(f"{base}/v1/search", headers=headers, timeout=30,
                        json={"user_id": "ana", "query": "what tea does Ana like?"}).json()
     assert found["results"][0]["memory"]["id"] == saved.json()["memory"]["id"]

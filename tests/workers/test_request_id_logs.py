@@ -4,10 +4,7 @@ as a user runs it, and its real stderr is read back."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -15,35 +12,23 @@ from typing import Any
 
 import httpx
 from conftest import redis_db_url
+from up_process import start_up, wait_ready
 
 from shared.redis_runtime import free_port
 
 
 def test_request_id_reaches_the_task_logs(redis_server: str, tmp_path: Path) -> None:
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
-    env.update({"MEMORYD_REDIS_URL": redis_db_url(redis_server, 10), "MEMORYD_LOG_JSON": "true",
-                "MEMORYD_LOG_LEVEL": "INFO", "MEMORYD_API_KEYS": "log-key=tenant-log",
-                "MEMORYD_SEARCH_RECORD_ACCESS": "false"})
     log_path = tmp_path / "stderr.log"
     with log_path.open("w") as log_file:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "workers.cli", "up", "--port", str(port), "--data-dir",
-             str(tmp_path / "data")],
-            env=env, stdout=subprocess.DEVNULL, stderr=log_file, text=True,
-        )
+        proc = start_up(tmp_path / "data", port, {
+            "MEMORYD_REDIS_URL": redis_db_url(redis_server, 10), "MEMORYD_LOG_JSON": "true",
+            "MEMORYD_LOG_LEVEL": "INFO", "MEMORYD_API_KEYS": "log-key=tenant-log",
+            "MEMORYD_SEARCH_RECORD_ACCESS": "false"}, stderr=log_file)
         try:
             base = f"http://127.0.0.1:{port}"
+            wait_ready(proc, base)
             deadline = time.monotonic() + 120
-            while True:
-                assert proc.poll() is None, log_path.read_text()
-                try:
-                    if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                assert time.monotonic() < deadline, "memoryd up did not become ready"
-                time.sleep(0.2)
             request_id = f"req-{uuid.uuid4().hex}"
             headers = {"Authorization": "Bearer log-key", "X-Request-ID": request_id}
             response = httpx.post(f"{base}/v1/interactions", headers=headers, timeout=30, json={
