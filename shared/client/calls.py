@@ -11,14 +11,14 @@ import json
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 import httpx
 from pydantic import BaseModel
 
 from shared.client.errors import api_error
+from shared.retry_after import retry_after
 from shared.schemas import (
     ContextRequest,
     ContextResponse,
@@ -59,22 +59,6 @@ class RetryPolicy:
         if after is not None:
             return min(after, self.max_retry_after_s)
         return random.uniform(0, min(self.max_s, self.base_s * 2 ** attempt))
-
-
-def retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header: delta-seconds or an HTTP date."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
 
 from shared.errors import LLMRateLimited, LLMRejected, LLMUnavailable
+from shared.retry_after import retry_after
 
 
 @dataclass(frozen=True)
@@ -89,20 +88,3 @@ def provider_message(response: httpx.Response) -> str:
         if isinstance(error, str):
             return error[:300]
     return response.text[:300]
-
-
-def retry_after(value: str | None) -> float | None:
-    """Seconds from a `Retry-After` header: a number, or an HTTP date."""
-    if not value:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max((when - datetime.now(UTC)).total_seconds(), 0.0)

@@ -16,8 +16,8 @@ import uvicorn
 from api.app import create_app
 from shared.auth import KeyRing
 from shared.client import MemorydClient, NotFound, RetryPolicy, Unavailable
-from shared.client.calls import retry_after
 from shared.redis_runtime import ensure_redis, free_port
+from shared.retry_after import retry_after
 from shared.runtime import Runtime
 from shared.settings import Settings
 

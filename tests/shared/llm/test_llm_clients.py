@@ -10,7 +10,8 @@ from fake_llm import FakeLLM, http_error, json_reply, slow, text_reply
 from shared.errors import LLMRateLimited, LLMRejected, LLMReplyInvalid, LLMUnavailable
 from shared.llm import ChatMessage, make_chat_client, make_judge_client
 from shared.llm.ask import ask_json
-from shared.llm.base import ChatClient, retry_after
+from shared.llm.base import ChatClient
+from shared.retry_after import retry_after
 from shared.settings import Settings
 
 HELLO = [ChatMessage("system", "be brief"), ChatMessage("user", "你好, hello")]
