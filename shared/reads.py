@@ -169,7 +169,8 @@ def search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
     as_of = req.as_of or utcnow()
     candidates = scoring.merge(dense_hits, keyword_hits)
     share = scoring.dense_weight(req.query, weights)
-    rels = {c.point.id: scoring.relevance(c, req.mode, rt.embedder.name, weights, share)
+    embedder = rt.embedder.name  # a property that reads the active index: once, not per hit
+    rels = {c.point.id: scoring.relevance(c, req.mode, embedder, weights, share)
             for c in candidates}
     if req.mode is SearchMode.HYBRID:
         rels = scoring.smooth_by_neighbours(candidates, rels, weights)
