@@ -15,11 +15,13 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
 import numpy as np
+
+from ops.local_http import ReopenableServer
 
 FAKE_DIM = 64
 TENANT = "default"
@@ -146,19 +148,17 @@ def fake_vector(text: str) -> list[float]:
     return [float(x) for x in rng.normal(0.0, 1.0, FAKE_DIM)]
 
 
-class FakeOpenAIEmbeddings:
+class FakeOpenAIEmbeddings(ReopenableServer):
     """`POST /v1/embeddings` as OpenAI answers it, on 127.0.0.1. `delay_s` makes every call
     slow; stop() closes the port (connection refused) and start() reopens the same port."""
 
     def __init__(self) -> None:
-        self.port = 0
+        super().__init__()
         self.delay_s = 0.0
         self.calls = 0
         self.in_flight = 0
         self._lock = threading.Lock()
         self._release = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
@@ -204,13 +204,7 @@ class FakeOpenAIEmbeddings:
                 pass
 
         self._release.clear()
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self._server.daemon_threads = True
-        self.port = int(self._server.server_address[1])
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
+        self.open(Handler)
         return self
 
     def slow(self, delay_s: float) -> None:
@@ -225,10 +219,4 @@ class FakeOpenAIEmbeddings:
 
     def stop(self) -> None:
         self._release.set()  # a slow call in progress ends now
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(5)
-            self._thread = None
+        super().stop()

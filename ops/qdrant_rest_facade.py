@@ -12,13 +12,15 @@ from __future__ import annotations
 import json
 import re
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
+
+from ops.local_http import ReopenableServer
 
 VERSION = "1.19.0"
 _ROUTES: list[tuple[str, str, str]] = [
@@ -50,13 +52,11 @@ def _dump(value: Any) -> Any:
     return value
 
 
-class QdrantRestFacade:
+class QdrantRestFacade(ReopenableServer):
     def __init__(self, path: Path) -> None:
+        super().__init__()
         self.local = QdrantClient(path=str(path))
-        self.port = 0
         self._lock = threading.Lock()  # local mode is not thread-safe
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
@@ -170,23 +170,8 @@ class QdrantRestFacade:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self._server.daemon_threads = True
-        self.port = int(self._server.server_address[1])
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
+        self.open(Handler)
         return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(5)
-            self._thread = None
 
     def close(self) -> None:
         self.stop()
