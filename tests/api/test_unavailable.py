@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
+from live_gateway import gateway
 
-from api.app import create_app
-from shared.auth import KeyRing
 from shared.redis_runtime import free_port
-from shared.runtime import Runtime
 from shared.settings import Settings
 
 
@@ -26,21 +21,8 @@ def broken_gateway(tmp_path: Path) -> Iterator[str]:
         qdrant_url=f"http://127.0.0.1:{dead}", api_keys="k=tenant", redis_timeout_s=0.5,
         qdrant_timeout_s=1.0,
     )
-    runtime = Runtime(settings)
-    server = uvicorn.Server(uvicorn.Config(
-        create_app(runtime, KeyRing.from_settings(settings, embedded=False)),
-        host="127.0.0.1", port=free_port(), log_config=None,
-    ))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{server.config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        runtime.close()
+    with gateway(settings.model_copy(update={"port": free_port()})) as url:
+        yield url
 
 
 def test_readyz_names_what_is_down(broken_gateway: str) -> None:

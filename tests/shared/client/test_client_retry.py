@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -11,14 +10,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
+from live_gateway import gateway
 
-from api.app import create_app
-from shared.auth import KeyRing
 from shared.client import MemorydClient, NotFound, RetryPolicy, Unavailable
 from shared.redis_runtime import ensure_redis, free_port
 from shared.retry_after import retry_after
-from shared.runtime import Runtime
 from shared.settings import Settings
 
 
@@ -42,21 +38,8 @@ def gateway_without_redis(tmp_path: Path) -> Iterator[tuple[str, int]]:
         data_dir=tmp_path, redis_url=f"redis://127.0.0.1:{port}/0", api_keys="k=tenant",
         redis_timeout_s=0.5, qdrant_local_path=tmp_path / "qdrant",
     )
-    runtime = Runtime(settings)
-    server = uvicorn.Server(uvicorn.Config(
-        create_app(runtime, KeyRing.from_settings(settings, embedded=False)),
-        host="127.0.0.1", port=free_port(), log_config=None,
-    ))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{server.config.port}", port
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        runtime.close()
+    with gateway(settings.model_copy(update={"port": free_port()})) as url:
+        yield url, port
 
 
 def test_503_is_retried_until_the_service_is_back(
