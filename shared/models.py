@@ -138,7 +138,8 @@ class MemoryRecord(BaseModel):
 
     @classmethod
     def from_payload(cls, point_id: str, payload: dict[str, Any]) -> MemoryRecord:
-        fields = {k: v for k, v in payload.items() if k in cls.model_fields}
+        known = cls.model_fields  # a computed class property: read once, not per key
+        fields = {k: v for k, v in payload.items() if k in known}
         return cls.model_validate({**fields, "id": point_id})
 
 

@@ -6,8 +6,10 @@ which is what lets them share the one Qdrant Edge shard a process may open.
 
 from __future__ import annotations
 
+import gc
 import threading
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import redis
 from celery import Celery
@@ -22,6 +24,9 @@ from shared.settings import Settings, get_settings
 from shared.store import Store, make_store
 from shared.store.generations import GenerationalStore
 from shared.write_fence import WriteFence
+
+if TYPE_CHECKING:
+    from shared.access import AccessCounter
 
 
 class Runtime:
@@ -57,6 +62,12 @@ class Runtime:
     def fence(self) -> WriteFence:
         s = self.settings
         return WriteFence(self.redis, s.task_time_limit_s + 30.0, s.user_lock_wait_s)
+
+    @cached_property
+    def access(self) -> AccessCounter:
+        from shared.access import AccessCounter
+
+        return AccessCounter(self)
 
     @cached_property
     def reranker(self) -> HttpReranker:
@@ -114,6 +125,8 @@ class Runtime:
         return app
 
     def close(self) -> None:
+        if "access" in self.__dict__:
+            self.access.close()  # before Redis closes: it pushes the last window's counts
         if self._store is not None:
             self._store.close()
             self._store = None
@@ -121,6 +134,14 @@ class Runtime:
             self.redis.close()
         if "reranker" in self.__dict__:
             self.reranker.close()
+
+
+def settle_for_serving(rt: Runtime) -> None:
+    """Last step before a gateway takes requests."""
+    rt.embedder.warm_up()
+    # Everything built so far lives as long as the process: frozen, it is out of the cyclic
+    # collector's sight, whose full passes over it paused searches 47-64 ms at 100k.
+    gc.freeze()
 
 
 _runtime: Runtime | None = None

@@ -39,6 +39,7 @@ class Settings(BaseSettings):
     qdrant_local_path: Path | None = None
     qdrant_timeout_s: float = Field(10.0, gt=0)
     collection: str = "memories"
+    edge_search_threads: int = Field(1, ge=1, le=64)  # the embedded shard's search pool
 
     # Embeddings.
     embedder: str = "e5-small"
@@ -60,7 +61,7 @@ class Settings(BaseSettings):
     search_access_weight: float = Field(0.05, ge=0)
     search_half_life_days: float = Field(30.0, gt=0)
     search_record_access: bool = True  # count hits after each search (shared/access.py)
-    search_access_flush_s: float = Field(2.0, gt=0, le=300)
+    search_access_flush_s: float = Field(30.0, gt=0, le=300)
     search_neighbour_weight: float = Field(0.2, ge=0, le=1)
     search_context_hits: int = Field(2, ge=0, le=10)
     # Optional rerank (`rerank: true`): a reranking server speaking the Cohere/Jina

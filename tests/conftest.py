@@ -51,6 +51,9 @@ def stack_settings(data_dir: Path, redis_url: str, **overrides: Any) -> Settings
         "user_lock_wait_s": 2.0,
         "log_json": True,
         "log_level": "WARNING",
+        # Search access counts reach Redis and the store within half a second (30 s in
+        # production), so the access test sees them quickly.
+        "search_access_flush_s": 0.5,
     }
     values.update(overrides)
     return Settings(**values)

@@ -63,7 +63,7 @@ def serve(
     from api.app import create_app
     from shared.auth import KeyRing
     from shared.logs import configure_logging
-    from shared.runtime import get_runtime
+    from shared.runtime import get_runtime, settle_for_serving
 
     settings = _settings()
     configure_logging(settings.log_level, settings.log_json)
@@ -74,7 +74,11 @@ def serve(
         raise typer.Exit(2)
     runtime = get_runtime()
     application = create_app(runtime, KeyRing.from_settings(settings, embedded=False))
-    uvicorn.run(application, host=host, port=port, log_config=None, access_log=False)
+    settle_for_serving(runtime)
+    try:
+        uvicorn.run(application, host=host, port=port, log_config=None, access_log=False)
+    finally:
+        runtime.close()  # pushes the last window of search access counts
 
 
 @app.command()

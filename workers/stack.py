@@ -16,7 +16,7 @@ from shared.queue.celery_app import create_app as create_celery_app
 from shared.queue.names import QueueName, TaskName
 from shared.queue.recovery import RunRecord, requeue_unacked
 from shared.redis_runtime import RedisHandle, ensure_redis
-from shared.runtime import Runtime, set_runtime
+from shared.runtime import Runtime, set_runtime, settle_for_serving
 from shared.settings import Settings
 from workers.inprocess import InProcessWorker
 from workers.periodic import PeriodicSender
@@ -94,6 +94,7 @@ class EmbeddedStack:
         )
         self.server = uvicorn.Server(config)
         key = None if settings.api_keys is not None else ensure_embedded_key(settings)
+        settle_for_serving(self.runtime)
         return StackInfo(
             base_url=f"http://{settings.host}:{settings.port}",
             api_key=key,

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, BackgroundTasks
+from fastapi import APIRouter
+from starlette.concurrency import run_in_threadpool
 
 from api.deps import RuntimeDep, TenantDep, owner_of
 from api.responses import ERROR_RESPONSES
 from shared import context
-from shared.access import note_access
 from shared.limits import check_context
 from shared.schemas import ContextRequest, ContextResponse, ErrorBody
 
@@ -24,8 +24,8 @@ router = APIRouter(prefix="/v1", tags=["context"], responses=ERROR_RESPONSES)
         503: {"model": ErrorBody},
     },
 )
-def post_context(
-    req: ContextRequest, rt: RuntimeDep, tenant: TenantDep, background: BackgroundTasks,
+async def post_context(
+    req: ContextRequest, rt: RuntimeDep, tenant: TenantDep,
 ) -> ContextResponse:
     """The user's memories relevant to this turn, as a text block to put in the prompt.
 
@@ -48,8 +48,9 @@ def post_context(
     """
     check_context(req, rt.settings)
     owner = owner_of(tenant, req.user_id)
-    response = context.build_context(rt, owner, req)
+    # One worker-thread hop, as in /v1/search.
+    response = await run_in_threadpool(context.build_context, rt, owner, req)
     if response.items and rt.settings.search_record_access:
-        # Only what the model will read was used; after the answer, like search's statistics.
-        background.add_task(note_access, rt, owner, [item.memory.id for item in response.items])
+        # Only what the model will read was used.
+        rt.access.note(owner, [item.memory.id for item in response.items])
     return response

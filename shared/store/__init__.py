@@ -19,7 +19,8 @@ def make_store(settings: Settings) -> Store:
         )
     from shared.store.edge import EdgeStore
 
-    return EdgeStore(settings.edge_path, settings.collection)
+    return EdgeStore(settings.edge_path, settings.collection,
+                     search_threads=settings.edge_search_threads)
 
 
 __all__ = [
