@@ -97,6 +97,9 @@ def render(report: dict[str, Any]) -> str:
         row(f"raw ingest, 1 worker: {g['memories_written']} memories", g["memories_per_s"],
             "memories/s", goal_text("ingest_memories_per_s", g["memories_per_s"]))
         row("raw ingest: first enqueue → last job done", g["seconds"], "s", contention(g))
+        if "embedder_alone_per_s" in g:
+            row("embedder alone on the same texts, 1 per call", g["embedder_alone_per_s"],
+                "passages/s", f"ingest = {g['share_of_embedder']:.0%} of it")
     search = report.get("search")
     if search:
         bound = search["embedder_bound"]

@@ -18,6 +18,8 @@ import numpy as np
 from ops.bench_common import SEED, Options, latency_summary, log
 from ops.bench_fill import Locomo
 from ops.bench_stack import Stack
+from shared.embeddings import make_embedder
+from shared.settings import Settings
 
 FINAL = ("succeeded", "failed")
 
@@ -128,6 +130,19 @@ def run_enqueue(stack: Stack, locomo: Locomo, n: int) -> dict[str, Any]:
     }
 
 
+CEILING_TEXTS = 120
+
+
+def embedder_ceiling(name: str, texts: Sequence[str]) -> float:
+    """Passages per second of the embedder alone, one text per call."""
+    embedder = make_embedder(name, Settings(embedder=name))
+    embedder.embed_documents(texts[:2])  # loads the model
+    started = time.perf_counter()
+    for text in texts:
+        embedder.embed_documents([text])
+    return round(len(texts) / (time.perf_counter() - started), 1)
+
+
 def run_ingest(stack: Stack, locomo: Locomo, n: int, users: int) -> dict[str, Any]:
     texts = realistic_messages(locomo.turns, n, np.random.default_rng(SEED + 1))
     bodies = [interaction(f"ingest-user-{i % users:03d}", text) for i, text in enumerate(texts)]
@@ -143,6 +158,7 @@ def run_ingest(stack: Stack, locomo: Locomo, n: int, users: int) -> dict[str, An
     failed = [v for v in views if v["status"] != "succeeded"]
     if failed:
         raise RuntimeError(f"{len(failed)} ingest jobs failed, e.g. {failed[0]}")
+    ceiling = embedder_ceiling(stack.embedder, texts[:CEILING_TEXTS])
     added = sum(int((v.get("result") or {}).get("added", 0)) for v in views)
     # The end is when the worker marked the last job done (its own timestamp), so the figure
     # does not depend on how often this side polls.
@@ -156,6 +172,10 @@ def run_ingest(stack: Stack, locomo: Locomo, n: int, users: int) -> dict[str, An
         "seconds": round(seconds, 3),
         "seconds_observed_by_polling": round(observed_s, 3),
         "memories_per_s": round(added / seconds, 1),
+        # What the model alone does with the same texts, one per call as each job embeds
+        # them, in this process once the stack is idle: the most ingest could reach.
+        "embedder_alone_per_s": ceiling,
+        "share_of_embedder": round(added / seconds / ceiling, 3),
         "worker_concurrency": stack.worker_concurrency,
         "cpu": cpu.result,
         "timed": "first enqueue until the last job was marked succeeded",
