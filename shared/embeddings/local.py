@@ -95,8 +95,9 @@ class ModelThread:
 _Call = tuple[Callable[..., Any], tuple[Any, ...], "Future[Any]"]
 
 # One model and one thread for the process, however many E5Embedder objects exist (the
-# gateway's query embedder, the worker's, a re-embedding run's).
+# gateway's query embedder, the worker's, a re-embedding run's); one USE model likewise.
 _E5_MODEL: _Lazy[Any]
+_USE_MODEL: _Lazy[Any]
 _E5_THREAD = ModelThread("e5")
 
 
@@ -145,7 +146,7 @@ class UseEmbedder(BatchingEmbedder):
 
     def __init__(self, batch_size: int = 32) -> None:
         super().__init__(batch_size)
-        self._model: _Lazy[Any] = _Lazy(_load_use)
+        self._model = _USE_MODEL
 
     @property
     def dim(self) -> int:
@@ -248,3 +249,4 @@ def _load_use() -> Any:
 
 
 _E5_MODEL = _Lazy(_load_e5)
+_USE_MODEL = _Lazy(_load_use)

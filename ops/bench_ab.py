@@ -1,0 +1,136 @@
+"""A/B of settings on the answer path: one bulk-filled store, one-client searches over HTTP,
+each configuration started in turn for several rounds so that the host's drift (its speed
+moves by the hour here) falls on every configuration alike.
+
+    python ops/bench_ab.py                          # default vs access recording off vs
+                                                    # two Edge search threads, 100k store
+    python ops/bench_ab.py --size 10000 --rounds 2 \\
+        --config 'flush-2s=MEMORYD_SEARCH_ACCESS_FLUSH_S=2'
+
+A configuration is `name=KEY=VALUE,KEY=VALUE` (`name=` alone is the defaults); each trial
+is a fresh `memoryd up` on a fresh copy of the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ops.bench import DEFAULT_CACHE, DEFAULT_LOCOMO
+from ops.bench_common import SEED, latency_summary, log
+from ops.bench_fill import bulk_fill, embed_pool, load_locomo, user_name
+from ops.bench_search import WARMUP_REQUESTS, question_slices, run_searches
+from ops.bench_stack import Stack
+from shared.embeddings import make_embedder
+from shared.settings import Settings
+
+DEFAULT_CONFIGS = (
+    "default=",
+    "no-access=MEMORYD_SEARCH_RECORD_ACCESS=false",
+    "edge-2-threads=MEMORYD_EDGE_SEARCH_THREADS=2",
+)
+
+
+@dataclass
+class Config:
+    name: str
+    env: dict[str, str]
+    trials: list[dict[str, float]] = field(default_factory=list)
+
+
+def parse_config(text: str) -> Config:
+    name, sep, rest = text.partition("=")
+    if not name or not sep:
+        raise argparse.ArgumentTypeError(f"expected name=KEY=VALUE,...: {text!r}")
+    env: dict[str, str] = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq or not key.startswith("MEMORYD_"):
+            raise argparse.ArgumentTypeError(f"expected MEMORYD_KEY=VALUE: {item!r}")
+        env[key] = value
+    return Config(name, env)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", action="append", type=parse_config,
+                        help="name=MEMORYD_KEY=VALUE,... (repeatable)")
+    parser.add_argument("--size", type=int, default=100_000, help="stored memories")
+    parser.add_argument("--per-user", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--searches", type=int, default=300, help="per trial")
+    parser.add_argument("--embedder", default="e5-small")
+    parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO)
+    parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE)
+    parser.add_argument("--work-dir", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if not args.config:
+        args.config = [parse_config(c) for c in DEFAULT_CONFIGS]
+    return args
+
+
+def trial(config: Config, store: Path, workdir: Path, embedder: str, users: int,
+          questions: Sequence[str]) -> dict[str, float]:
+    data_dir = workdir / f"trial-{config.name}"
+    shutil.copytree(store, data_dir)
+    try:
+        with Stack(f"ab-{config.name}", data_dir, workdir, embedder,
+                   extra_env=config.env) as stack, stack.client() as client:
+            warm = run_searches(client, [(user_name(i % users), f"warm-up query {i}")
+                                         for i in range(WARMUP_REQUESTS)])
+            if warm.errors:
+                raise RuntimeError(f"warm-up searches failed; log:\n{stack.log_tail()}")
+            rng = np.random.default_rng(SEED)
+            jobs = [(user_name(int(u)), q)
+                    for u, q in zip(rng.integers(0, users, len(questions)), questions,
+                                    strict=True)]
+            run = run_searches(client, jobs)
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    client_ms = latency_summary(run.latencies)
+    server_ms = latency_summary([ms / 1000 for ms in run.server_ms])
+    return {"p50": client_ms["p50_ms"], "p99": client_ms["p99_ms"],
+            "server_p50": server_ms["p50_ms"], "errors": float(run.errors)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    configs: list[Config] = args.config
+    locomo = load_locomo(args.locomo)
+    embedder = make_embedder(args.embedder, Settings(embedder=args.embedder))
+    pool = embed_pool(embedder, locomo.turns, args.cache_dir, progress=log)
+    users = args.size // args.per_user
+    slices = question_slices(locomo.questions, args.rounds * len(configs), args.searches)
+    with tempfile.TemporaryDirectory(prefix="memoryd-ab-", dir=args.work_dir) as tmp:
+        workdir = Path(tmp)
+        store = workdir / "store"
+        log(f"filling {args.size} memories ({users} users)")
+        bulk_fill(Settings(data_dir=store, embedder=args.embedder), embedder.name, pool, users,
+                  args.per_user, SEED + args.size, progress=log)
+        for round_no in range(args.rounds):
+            for index, config in enumerate(configs):
+                questions = slices[round_no * len(configs) + index]
+                result = trial(config, store, workdir, args.embedder, users, questions)
+                config.trials.append(result)
+                log(f"round {round_no + 1} {config.name:>16}: client p50 {result['p50']:.1f} "
+                    f"p99 {result['p99']:.1f} ms, server p50 {result['server_p50']:.1f} ms")
+    print(f"\nA/B at {args.size:,} memories, {args.embedder}, {args.searches} one-client "
+          f"searches per trial, {args.rounds} rounds; median over rounds (all rounds):")
+    for config in configs:
+        p50s = [t["p50"] for t in config.trials]
+        p99s = [t["p99"] for t in config.trials]
+        print(f"  {config.name:>16}  p50 {statistics.median(p50s):5.1f} ms "
+              f"({', '.join(f'{v:.1f}' for v in p50s)})   p99 {statistics.median(p99s):5.1f} ms "
+              f"({', '.join(f'{v:.1f}' for v in p99s)})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

