@@ -16,20 +16,25 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
+import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
+if __package__ in (None, ""):
+    # `python ops/<this>.py` puts ops/ first on the path, not the project root.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ops.bench import DEFAULT_CACHE, DEFAULT_LOCOMO
-from ops.bench_common import SEED, latency_summary, log
-from ops.bench_fill import bulk_fill, embed_pool, load_locomo, user_name
-from ops.bench_search import WARMUP_REQUESTS, question_slices, run_searches
-from ops.bench_stack import Stack
-from shared.embeddings import make_embedder
-from shared.settings import Settings
+import numpy as np  # noqa: E402
+
+from ops.bench import DEFAULT_CACHE, DEFAULT_LOCOMO  # noqa: E402
+from ops.bench_common import SEED, latency_summary, log  # noqa: E402
+from ops.bench_fill import bulk_fill, embed_pool, load_locomo, user_name  # noqa: E402
+from ops.bench_search import WARMUP_REQUESTS, question_slices, run_searches  # noqa: E402
+from ops.bench_stack import Stack  # noqa: E402
+from shared.embeddings import make_embedder  # noqa: E402
+from shared.settings import Settings  # noqa: E402
 
 DEFAULT_CONFIGS = (
     "default=",
@@ -70,6 +75,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO)
     parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--work-dir", type=Path, default=None)
+    parser.add_argument("--pool-limit", type=int, default=0,
+                        help="embed only the first N LoCoMo turns (for quick runs)")
     args = parser.parse_args(argv)
     if not args.config:
         args.config = [parse_config(c) for c in DEFAULT_CONFIGS]
@@ -105,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     configs: list[Config] = args.config
     locomo = load_locomo(args.locomo)
     embedder = make_embedder(args.embedder, Settings(embedder=args.embedder))
-    pool = embed_pool(embedder, locomo.turns, args.cache_dir, progress=log)
+    turns = locomo.turns[:args.pool_limit] if args.pool_limit else locomo.turns
+    pool = embed_pool(embedder, turns, args.cache_dir, progress=log)
     users = args.size // args.per_user
     slices = question_slices(locomo.questions, args.rounds * len(configs), args.searches)
     with tempfile.TemporaryDirectory(prefix="memoryd-ab-", dir=args.work_dir) as tmp:

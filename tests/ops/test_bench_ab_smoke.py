@@ -1,0 +1,48 @@
+"""`ops/bench_ab.py` and `ops/probe_e5_callers.py` at a tiny size: they run and print a
+number for every configuration, so the commands README cites keep working."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCOMO = ROOT.parent / "shared" / "bench" / "locomo10.json"
+
+
+def _run(args: list[str], tmp_path: Path) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    proc = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+    return proc.stdout
+
+
+def test_ab_prints_a_median_per_configuration(tmp_path: Path) -> None:
+    out = _run(["ops/bench_ab.py", "--size", "200", "--per-user", "100", "--rounds", "1",
+                "--searches", "10", "--pool-limit", "150", "--locomo", str(LOCOMO),
+                "--cache-dir", str(tmp_path / "cache"), "--work-dir", str(tmp_path),
+                "--config", "default=", "--config", "edge-2=MEMORYD_EDGE_SEARCH_THREADS=2"],
+               tmp_path)
+    for name in ("default", "edge-2"):
+        line = next(row for row in out.splitlines() if row.strip().startswith(name + " "))
+        p50, p99 = (float(v) for v in re.findall(r"p(?:50|99)\s+([\d.]+) ms", line))
+        assert 0 < p50 <= p99, line
+
+
+def test_ab_refuses_a_config_that_is_not_a_memoryd_setting(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    proc = subprocess.run([sys.executable, "ops/bench_ab.py", "--config", "x=PATH=/tmp"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "MEMORYD_KEY=VALUE" in proc.stderr
+
+
+def test_probe_compares_one_and_two_calling_threads(tmp_path: Path) -> None:
+    out = _run(["ops/probe_e5_callers.py", "--queries", "5"], tmp_path)
+    rows = [line for line in out.splitlines() if "mean" in line]
+    assert len(rows) == 2 and "one calling thread" in rows[0] and "second caller" in rows[1]
+    for row in rows:
+        assert all(float(v) > 0 for v in re.findall(r"([\d.]+) ms", row)), row
