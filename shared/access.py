@@ -2,11 +2,13 @@
 Redis once per window, and one flush task per window writes them to the store.
 
 A task per search that rewrote ten points doubled search latency on this 2-core machine
-(14 → 28 ms p50). Counting in Redis after each response still ran beside the next search's
-query embedding, whose two OpenMP threads stall when a third thread takes a core: one-client
-search p99 at 100k was 84–201 ms with it and 28 ms without (three A/B runs). Counting in
-memory costs a dict update; the push runs once per window. A gateway that dies loses at
-most one window of counts, which only nudge ranking.
+(14 → 28 ms p50). The next design (a Redis round trip after each response, and every 2 s a
+flush that opened a write region, two Redis round trips, per point) ran beside the next
+searches' query embedding, whose two OpenMP threads stall when another thread takes a core:
+one-client search p99 at 100k was 84–201 ms with it, 28 ms with recording off; the flush
+was the larger part. Now counting costs a dict update, the push and the flush run once per
+30 s window (`ops/bench_ab.py` compares this with recording off). A gateway that dies loses
+at most one window of counts, which only nudge ranking.
 """
 
 from __future__ import annotations

@@ -48,8 +48,8 @@ class ModelThread:
     calling thread. Once two threads have called the model (say a query thread and a
     document thread), the process manages more OpenMP threads than there are cores, libgomp
     stops spinning between its parallel regions, and every region waits on a futex: a
-    LoCoMo question took 15.8 ms instead of 7.2 ms on 2 cores (ops/bench.py probe, before /
-    after). So one thread owns the model for the whole process. A query never waits behind
+    LoCoMo question took 15.8 ms instead of 7.2 ms on 2 cores (`ops/probe_e5_callers.py`).
+    So one thread owns the model for the whole process. A query never waits behind
     more than one small slice of a document batch (see `E5Embedder.document_slice`).
     """
 

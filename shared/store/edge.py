@@ -90,8 +90,8 @@ def _filter(cond: AllOf) -> qe.Filter:
 
 class EdgeStore(Store):
     """`search_threads`: the shard's own search pool. One by default: on 2 cores the query
-    embedder already holds both, and a second pool thread only queued behind it (search_many
-    at 100k: 0.92 ms with one thread, 1.07 ms with the CPU-derived two, idle machine)."""
+    embedder already holds both (search_many at 100k, idle machine: 0.92 ms with one thread,
+    1.07 ms with the CPU-derived two; end to end inside the noise, ops/bench_ab.py)."""
 
     def __init__(
         self, root: Path, collection: str, *, audit: bool = True, search_threads: int = 1
