@@ -64,6 +64,7 @@ def serve(
     from shared.auth import KeyRing
     from shared.logs import configure_logging
     from shared.runtime import get_runtime, settle_for_serving
+    from workers.stack import exit_on_sigterm
 
     settings = _settings()
     configure_logging(settings.log_level, settings.log_json)
@@ -75,6 +76,7 @@ def serve(
     runtime = get_runtime()
     application = create_app(runtime, KeyRing.from_settings(settings, embedded=False))
     settle_for_serving(runtime)
+    exit_on_sigterm()
     try:
         uvicorn.run(application, host=host, port=port, log_config=None, access_log=False)
     finally:

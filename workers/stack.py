@@ -3,9 +3,11 @@ all in one process, because an embedded Qdrant Edge shard opens in one process o
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from dataclasses import dataclass
+from types import FrameType
 
 import uvicorn
 
@@ -23,6 +25,21 @@ from workers.periodic import PeriodicSender
 from workers.tasks import register_llm_tasks
 
 log = get_logger("memoryd.stack")
+
+
+def exit_on_sigterm() -> None:
+    """Make SIGTERM (docker stop, systemd, kill) end the process the way Ctrl-C does.
+
+    uvicorn shuts down on SIGTERM and then raises the signal again with the handler that
+    was there before it started: the default one killed the process on the spot, before the
+    stack stopped its worker, flushed the store, released its run record and stopped Redis
+    (the next start then took the run for a crash). This handler raises instead, so
+    `finally` blocks run."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 @dataclass
@@ -105,6 +122,7 @@ class EmbeddedStack:
     def serve_forever(self) -> None:
         """Run the gateway in this thread until Ctrl-C / SIGTERM, then stop everything."""
         assert self.server is not None
+        exit_on_sigterm()
         try:
             self.server.run()
         finally:

@@ -80,3 +80,27 @@ def test_up_stop_and_restart_keeps_memories(
                        json={"user_id": "ana", "query": "what tea does Ana like?"}).json()
     assert found["results"][0]["memory"]["id"] == saved.json()["memory"]["id"]
     interrupt(again)
+
+
+def test_sigterm_stops_the_stack_as_ctrl_c_does(
+    tmp_path: Path, procs: list[subprocess.Popen[str]]
+) -> None:
+    """`docker stop`, systemd and `kill` send SIGTERM: the stack still stops its worker,
+    store and Redis itself, so the next start does not take the run for a crash."""
+    port, redis_port = free_port(), free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = start(tmp_path, port, redis_port)
+    procs.append(proc)
+    wait_ready(proc, base)
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, output
+    assert "Traceback" not in output, output
+    assert not redis_reachable(f"redis://127.0.0.1:{redis_port}/0")
+    assert not children_in(tmp_path), "a child process outlived memoryd"
+
+    again = start(tmp_path, port, redis_port)
+    procs.append(again)
+    wait_ready(again, base)
+    output = interrupt(again)
+    assert "requeued_unacked_after_crash" not in output, output
