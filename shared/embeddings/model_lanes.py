@@ -43,11 +43,17 @@ class ModelLanes:
         self._wide = max(1, cores or os.cpu_count() or 1)
         self._narrow = max(1, self._wide // 2)
         self.lanes = 2 if set_threads is not None and self._wide >= 2 else 1
+        self._order = itertools.count()
+        self._reset()
+        # A forked child (a prefork worker) inherits the state but not the threads, and
+        # perhaps a condition some thread held at the fork: it starts afresh.
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
         self._cond = threading.Condition()
         self._heap: list[tuple[int, int, _Call]] = []
-        self._order = itertools.count()
         self._busy = [False] * self.lanes
-        self._pid = 0
+        self._started = False
 
     def run(self, priority: int, fn: Callable[..., T], *args: Any) -> T:
         future: Future[T] = Future()
@@ -58,13 +64,12 @@ class ModelLanes:
         return future.result()
 
     def _ensure_lanes(self) -> None:
-        # A forked child (a prefork worker) inherits the attributes but not the threads.
-        if self._pid == os.getpid():
+        if self._started:
             return
         with self._cond:
-            if self._pid == os.getpid():
+            if self._started:
                 return
-            self._heap, self._busy, self._pid = [], [False] * self.lanes, os.getpid()
+            self._started = True
             for lane in range(self.lanes):
                 threading.Thread(target=self._serve, args=(lane,), daemon=True,
                                  name=f"{self._name}-{lane}").start()

@@ -114,3 +114,21 @@ def test_the_e5_engine_gets_two_lanes_here() -> None:
     from shared.embeddings.local import _E5_LANES
 
     assert _E5_LANES.get().lanes == 2
+
+
+def test_a_forked_child_gets_its_own_lanes() -> None:
+    """Prefork workers fork after the parent may have used the model."""
+    import os
+
+    lanes = ModelLanes("forked", Teams(), cores=2)
+    assert lanes.run(ModelLanes.QUERY, len, "parent") == 6
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's lane threads do not exist here
+        ok = False
+        try:
+            ok = lanes.run(ModelLanes.QUERY, len, "child") == 5
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert lanes.run(ModelLanes.QUERY, len, "parent again") == 12
