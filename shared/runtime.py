@@ -141,7 +141,11 @@ def settle_for_serving(rt: Runtime) -> None:
     # The configured model, not the index's: opening the index here would take a
     # local-mode store's lock before the workers that write to it start. In-process models
     # are one per process, so this warms the one searches use.
-    make_embedder(rt.settings.embedder, rt.settings).warm_up()
+    embedder = make_embedder(rt.settings.embedder, rt.settings)
+    try:
+        embedder.warm_up()
+    finally:
+        embedder.close()  # a remote model's client; an in-process model stays loaded
     # Everything built so far lives as long as the process: frozen, it is out of the cyclic
     # collector's sight, whose full passes over it paused searches 47-64 ms at 100k.
     gc.freeze()

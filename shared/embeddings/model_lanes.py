@@ -8,9 +8,10 @@ took 15.8 ms instead of 7.2 ms (`ops/probe_e5_callers.py`). So the calls are que
 before documents, and run on lanes whose OpenMP teams together never exceed the cores:
 
 - one request at a time: the first lane alone, with every core in its team (lowest latency);
-- a backlog: both lanes, each with half the cores. Two single-thread lanes answered 106
-  requests/s where one 2-thread lane answered 70, with 8 clients each also spending 4 ms of
-  Python per request (which takes a core from a wide team and stalls it at every barrier).
+- a backlog: both lanes, each with half the cores. Two single-thread lanes answered 108.3
+  requests/s where one 2-thread lane answered 61.8, with 8 clients each also spending 4 ms
+  of Python per request, which takes a core from a wide team and stalls it at every barrier
+  (`ops/probe_e5_callers.py`).
 
 Without a way to set a lane's team size (no libgomp found), there is one lane.
 """
