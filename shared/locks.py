@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import redis
-from redis.exceptions import LockError
+from redis.exceptions import LockError, RedisError
 
 from shared.errors import LockTimeout
 from shared.models import Owner
@@ -23,20 +23,26 @@ return 0
 """
 _HOST = socket.gethostname()
 _POLL_S = 0.5
+# Tokens of this process whose holder finished but could not release (Redis was down): the
+# key may come back with Redis (AOF) and would otherwise block the user until it expires.
+_ABANDONED: set[str] = set()
 
 
 def _token() -> str:
     return f"{_HOST}|{os.getpid()}|{uuid.uuid4().hex}"
 
 
-def _held_by_dead_process(value: bytes | str | None) -> bool:
-    """The holder was a process on this host that no longer exists (SIGKILLed mid-write).
+def _held_by_no_one(value: bytes | str | None) -> bool:
+    """The holder was a process on this host that no longer exists (SIGKILLed mid-write), or
+    a holder in this process that has finished without being able to release.
 
     Holders on other hosts (server-mode containers) cannot be checked: their lock expires.
     """
     if value is None:
         return False
     text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    if text in _ABANDONED:
+        return True
     host, _, rest = text.partition("|")
     pid = rest.partition("|")[0]
     return host == _HOST and pid.isdigit() and not pid_alive(int(pid))
@@ -55,8 +61,9 @@ def user_lock(client: redis.Redis, owner: Owner, timeout_s: float, wait_s: float
         if lock.acquire(blocking_timeout=max(min(_POLL_S, left), 0.01), token=token):
             break
         holder = client.get(name)
-        if _held_by_dead_process(holder):
+        if _held_by_no_one(holder):
             client.eval(_BREAK, 1, name, holder)  # type: ignore[arg-type]
+            _ABANDONED.discard(holder.decode() if isinstance(holder, bytes) else str(holder))
             continue
         if time.monotonic() >= deadline:
             raise LockTimeout(f"could not lock user {owner.user_id} within {wait_s}s")
@@ -68,3 +75,6 @@ def user_lock(client: redis.Redis, owner: Owner, timeout_s: float, wait_s: float
         except LockError:
             # It expired while held: the work is idempotent, so a rerun is safe.
             pass
+        except RedisError:
+            _ABANDONED.add(token)  # the next taker here breaks it once Redis is back
+            raise

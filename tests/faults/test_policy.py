@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from shared.errors import (
 from shared.locks import _HOST, user_lock
 from shared.models import Owner
 from shared.queue.task_base import unavailable
+from shared.redis_runtime import ensure_redis, free_port
 from shared.settings import Settings
 
 
@@ -75,3 +77,27 @@ def test_lock_of_a_dead_local_holder_is_taken_over(redis_server: str) -> None:
     finally:
         client.delete(name)
         client.close()
+
+
+def test_lock_left_by_a_release_during_a_redis_outage_is_taken_over(tmp_path: Path) -> None:
+    """A worker thread here finished while Redis was down, so its release failed; the lock
+    comes back with Redis (its data survives the restart) and would have blocked the user
+    until it expired. The next taker in this process breaks it at once."""
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    server = ensure_redis(url, tmp_path / "redis")
+    owner = Owner(tenant_id="t-outage", user_id="u-outage")
+    name = f"memoryd:lock:{owner.tenant_id}:{owner.user_id}"
+    client = redis.Redis.from_url(url, socket_timeout=2)
+    try:
+        with pytest.raises(redis.exceptions.ConnectionError), \
+                user_lock(client, owner, timeout_s=60, wait_s=5):
+            server.stop()  # saves, with the lock in it
+        server = ensure_redis(url, tmp_path / "redis")
+        assert client.get(name) is not None  # back with Redis, for ~60 s more
+        started = time.monotonic()
+        with user_lock(client, owner, timeout_s=10, wait_s=5):
+            pass
+        assert time.monotonic() - started < 2
+    finally:
+        client.close()
+        server.stop()
