@@ -93,19 +93,27 @@ class ModelLanes:
         team = 0
         while True:
             (fn, args, future), threads = self._take(lane)
+            result: Any = None
+            error: BaseException | None = None
+            running = future.set_running_or_notify_cancel()
             try:
                 if self._set_threads is not None and threads != team:
                     self._set_threads(threads)
                     team = threads
-                if future.set_running_or_notify_cancel():
-                    try:
-                        future.set_result(fn(*args))
-                    except BaseException as exc:  # handed to the caller, who re-raises it
-                        future.set_exception(exc)
-            finally:
-                with self._cond:
-                    self._busy[lane] = False
-                    self._cond.notify_all()
+                if running:
+                    result = fn(*args)
+            except BaseException as exc:  # handed to the caller, who re-raises it
+                error = exc
+            # Idle before the caller hears back: its next call must find this lane free,
+            # or a lone caller's next request would land on the narrow lane.
+            with self._cond:
+                self._busy[lane] = False
+                self._cond.notify_all()
+            if running:
+                if error is None:
+                    future.set_result(result)
+                else:
+                    future.set_exception(error)
 
 
 def openmp_team_setter() -> Callable[[int], None] | None:
