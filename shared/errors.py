@@ -100,6 +100,12 @@ class EmbedderError(PermanentError):
     code = "embedder_error"
 
 
+class StoreRejected(PermanentError):
+    """Qdrant refused a request (4xx): its answer is the reason."""
+
+    code = "store_rejected"
+
+
 class ConfigurationError(PermanentError):
     code = "configuration_error"
 

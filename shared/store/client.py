@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -12,7 +13,7 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from shared.errors import StoreUnavailable
+from shared.errors import StoreRejected, StoreUnavailable
 from shared.models import AuditEvent
 from shared.store.base import (
     AUDIT_INDEXES,
@@ -48,6 +49,15 @@ _SCHEMA = {
     "integer": qm.PayloadSchemaType.INTEGER,
 }
 _AUDIT_VECTOR = "unit"
+
+
+def _reason(exc: UnexpectedResponse) -> str:
+    """Qdrant's own words for a refusal (`status.error`), else the start of its answer."""
+    try:
+        error = exc.structured().get("status", {}).get("error")
+    except (ValueError, AttributeError):
+        error = None
+    return str(error) if error else exc.content[:200].decode("utf-8", "replace")
 
 
 def _translate(cond: Condition) -> Any:
@@ -125,7 +135,9 @@ class QdrantClientStore(Store):
         except UnexpectedResponse as exc:
             if exc.status_code is not None and exc.status_code >= 500:
                 raise StoreUnavailable(f"Qdrant answered {exc.status_code}") from exc
-            raise
+            # Re-raised as our own error: qdrant-client's does not survive Celery's pickling
+            # (a failed job would read "ApiException: " and nothing else).
+            raise StoreRejected(f"Qdrant answered {exc.status_code}: {_reason(exc)}") from exc
 
     def _call(self, fn: Callable[[], T]) -> T:
         with self._guard():
@@ -144,38 +156,60 @@ class QdrantClientStore(Store):
         self._call(lambda: self._client.delete_collection(self.collection))
 
     def point_alias(self, alias: str, collection: str) -> None:
-        """Point `alias` at `collection` in one request (delete + create is atomic in Qdrant)."""
-        ops: list[Any] = []
-        if alias in {a.alias_name for a in self._call(
-            lambda: self._client.get_aliases().aliases
-        )}:
-            ops.append(qm.DeleteAliasOperation(delete_alias=qm.DeleteAlias(alias_name=alias)))
-        ops.append(qm.CreateAliasOperation(
-            create_alias=qm.CreateAlias(collection_name=collection, alias_name=alias)
-        ))
-        self._call(lambda: self._client.update_collection_aliases(ops))
+        """Point `alias` at `collection` in one request (delete + create is atomic in Qdrant).
+
+        Every worker process does this when it opens the store, several at once on a fresh
+        server: a request built on a stale read of the aliases is refused, and is redone
+        from a fresh read unless the alias already says what this one wanted."""
+        for attempt in range(3):
+            target = self.alias_target(alias)
+            if target == collection:
+                return
+            ops: list[Any] = []
+            if target is not None:
+                ops.append(qm.DeleteAliasOperation(delete_alias=qm.DeleteAlias(alias_name=alias)))
+            ops.append(qm.CreateAliasOperation(
+                create_alias=qm.CreateAlias(collection_name=collection, alias_name=alias)
+            ))
+            try:
+                self._call(functools.partial(self._client.update_collection_aliases, ops))
+                return
+            except StoreRejected:
+                if attempt == 2:
+                    raise
 
     def alias_target(self, alias: str) -> str | None:
         aliases = self._call(lambda: self._client.get_aliases().aliases)
         return next((a.collection_name for a in aliases if a.alias_name == alias), None)
 
     def _create_if_missing(self, dim: int) -> None:
-        with self._guard():
-            if not self._client.collection_exists(self.collection):
-                self._client.create_collection(
-                    self.collection,
-                    vectors_config={DENSE: qm.VectorParams(size=dim, distance=qm.Distance.COSINE)},
-                    sparse_vectors_config={SPARSE: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
-                )
-                self._create_indexes(self.collection, MEMORY_INDEXES)
-            if not self._client.collection_exists(self._audit_collection):
-                self._client.create_collection(
-                    self._audit_collection,
-                    vectors_config={
-                        _AUDIT_VECTOR: qm.VectorParams(size=1, distance=qm.Distance.DOT)
-                    },
-                )
-                self._create_indexes(self._audit_collection, AUDIT_INDEXES)
+        if self._create_collection(
+            self.collection,
+            vectors_config={DENSE: qm.VectorParams(size=dim, distance=qm.Distance.COSINE)},
+            sparse_vectors_config={SPARSE: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
+        ):
+            self._create_indexes(self.collection, MEMORY_INDEXES)
+        if self._create_collection(
+            self._audit_collection,
+            vectors_config={_AUDIT_VECTOR: qm.VectorParams(size=1, distance=qm.Distance.DOT)},
+        ):
+            self._create_indexes(self._audit_collection, AUDIT_INDEXES)
+
+    def _create_collection(self, name: str, **config: Any) -> bool:
+        """Create `name` unless it exists; True when it has to be (re)indexed.
+
+        Worker processes starting together on a fresh server all see the collection missing
+        and all ask to create it: Qdrant refuses all but one. A refusal is fine when the
+        collection exists afterwards; the indexes are then asked for again (idempotent in
+        Qdrant), as the winner may not have made them yet."""
+        if self._call(lambda: self._client.collection_exists(name)):
+            return False
+        try:
+            self._call(lambda: self._client.create_collection(name, **config))
+        except StoreRejected:
+            if not self._call(lambda: self._client.collection_exists(name)):
+                raise
+        return True
 
     def _create_indexes(self, collection: str, indexes: Sequence[tuple[str, str]]) -> None:
         if not self._indexes:
@@ -185,7 +219,8 @@ class QdrantClientStore(Store):
                 qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)
                 if kind == "tenant" else _SCHEMA[kind]
             )
-            self._client.create_payload_index(collection, name, schema)
+            self._call(functools.partial(
+                self._client.create_payload_index, collection, name, schema))
 
     def _read_meta(self) -> dict[str, Any] | None:
         found = self._call(lambda: self._client.retrieve(
