@@ -38,15 +38,19 @@ def test_a_failed_build_leaves_the_prebuilt_engine_and_nothing_cached(
 @pytest.mark.parametrize("choice", ["host", "prebuilt"])
 def test_the_process_model_runs_on_the_configured_engine(tmp_path: Path, choice: str) -> None:
     # A fresh process: the model is loaded once per process.
+    # Subnormals must survive loading the engine: a library linked with -ffast-math turns
+    # on flush-to-zero for the whole process.
     code = (
+        "import sys\n"
         "from shared.embeddings.local import E5Embedder, e5_model\n"
         "v = E5Embedder().embed_query('我喜欢绿茶')\n"
-        "print(e5_model()._lib._name, round(float(v @ v), 4))\n"
+        "print(e5_model()._lib._name, sys.float_info.min / 2 > 0, round(float(v @ v), 4))\n"
     )
     env = {**os.environ, "MEMORYD_E5_ENGINE": choice, "MEMORYD_ENGINE_CACHE_DIR": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True,
                          capture_output=True, text=True).stdout.split()
-    library, norm = out[-2], out[-1]
+    library, subnormals, norm = out[-3], out[-2], out[-1]
+    assert subnormals == "True"
     if choice == "host":
         assert Path(library).parent == tmp_path
     else:
