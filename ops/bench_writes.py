@@ -193,4 +193,15 @@ def run_write_phases(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, 
             log(f"ingest: {opts.ingest_n} interactions, one worker")
             out["ingest"] = run_ingest(stack, locomo, opts.ingest_n, opts.ingest_users)
         out["write_stack_memory"] = stack.memory()
+    if "ingest" in opts.phases:
+        # The same worker as shipped: one process, its default thread count. Its threads
+        # overlap one job's writes with another's embedding, and e5 then runs on two
+        # single-thread lanes (shared/embeddings/model_lanes.py).
+        threads = int(Settings.model_fields["worker_concurrency"].default)
+        with Stack("write-default", workdir / "write-default", workdir, opts.embedder,
+                   worker_concurrency=threads) as stack:
+            log(f"ingest: {opts.ingest_n} interactions, one worker with its default "
+                f"{threads} threads")
+            out["ingest_default_threads"] = run_ingest(stack, locomo, opts.ingest_n,
+                                                       opts.ingest_users)
     return out

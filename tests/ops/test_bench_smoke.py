@@ -60,6 +60,10 @@ def test_bench_runs_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
     ingest = report["ingest"]
     assert ingest["interactions"] == 20 and ingest["memories_written"] == 20
     _positive(ingest, "seconds", "memories_per_s", "embedder_alone_per_s", "share_of_embedder")
+    assert ingest["worker_concurrency"] == 1
+    shipped = report["ingest_default_threads"]
+    assert shipped["memories_written"] == 20 and shipped["worker_concurrency"] == 4
+    _positive(shipped, "seconds", "memories_per_s")
 
     search = report["search"]
     _positive(search, "embedder_bound.single_query.mean_ms",
@@ -75,6 +79,7 @@ def test_bench_runs_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
 
     _positive(report, "gateway_rss.vmhwm_mib")
     assert report["gateway_rss"]["after_search_at"] == 200
-    assert set(report["goals"]) == {"enqueue_p50_ms", "ingest_memories_per_s"}
+    assert set(report["goals"]) == {"enqueue_p50_ms", "ingest_memories_per_s",
+                                    "ingest_default_threads_memories_per_s"}
     # The temporary data dirs are removed; the stacks (and their Redis) were stopped.
     assert not any((tmp_path / "work").iterdir())
