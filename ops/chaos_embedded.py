@@ -4,6 +4,7 @@ Edge, its own Redis) as a subprocess, driven over HTTP."""
 from __future__ import annotations
 
 import contextlib
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -57,6 +58,13 @@ def running(stack: UpStack) -> Iterator[UpStack]:
     try:
         stack.start()
         yield stack
+    except ScenarioFailed:
+        # Before it is stopped: every thread's stack into the stack's log (SIGUSR1,
+        # `memoryd up` registers faulthandler for it), to show what a stalled run waited on.
+        if stack.proc is not None and stack.proc.poll() is None:
+            stack.proc.send_signal(signal.SIGUSR1)
+            time.sleep(1.0)
+        raise
     finally:
         stack.stop()
 

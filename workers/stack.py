@@ -3,6 +3,7 @@ all in one process, because an embedded Qdrant Edge shard opens in one process o
 
 from __future__ import annotations
 
+import faulthandler
 import signal
 import threading
 import time
@@ -28,7 +29,8 @@ log = get_logger("memoryd.stack")
 
 
 def exit_on_sigterm() -> None:
-    """Make SIGTERM (docker stop, systemd, kill) end the process the way Ctrl-C does.
+    """Make SIGTERM (docker stop, systemd, kill) end the process the way Ctrl-C does, and
+    SIGUSR1 dump the threads' stacks.
 
     uvicorn shuts down on SIGTERM and then raises the signal again with the handler that
     was there before it started: the default one killed the process on the spot, before the
@@ -40,6 +42,9 @@ def exit_on_sigterm() -> None:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, handler)
+    # `kill -USR1 <pid>` writes every thread's stack to stderr: what a stuck process is
+    # waiting on, without stopping it (the fault drills send it before they give up).
+    faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
 
 
 @dataclass

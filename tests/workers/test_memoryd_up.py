@@ -104,3 +104,23 @@ def test_sigterm_stops_the_stack_as_ctrl_c_does(
     wait_ready(again, base)
     output = interrupt(again)
     assert "requeued_unacked_after_crash" not in output, output
+
+
+def test_sigusr1_dumps_every_thread_and_the_stack_keeps_serving(
+    tmp_path: Path, procs: list[subprocess.Popen[str]]
+) -> None:
+    """What a stuck stack waits on, without stopping it: the fault drills send SIGUSR1
+    before they give up, so a stalled run's log shows every thread's stack."""
+    port, redis_port = free_port(), free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = start(tmp_path, port, redis_port)
+    procs.append(proc)
+    wait_ready(proc, base)
+    proc.send_signal(signal.SIGUSR1)
+    assert httpx.get(f"{base}/healthz", timeout=10, trust_env=False).status_code == 200
+    output = interrupt(proc)
+    # faulthandler's format: one "Thread 0x…" block per thread (the main thread's says
+    # "Current thread"); the gateway, the Celery worker and its pool make many.
+    threads = output.count("Thread 0x") + output.count("Current thread 0x")
+    assert threads >= 3, output
+    assert "workers/inprocess.py" in output or "celery" in output, output
