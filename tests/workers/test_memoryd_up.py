@@ -43,6 +43,17 @@ def children_in(data_dir: Path) -> list[int]:
     return alive
 
 
+def running_up(data_dir: Path, procs: list[subprocess.Popen[str]], port: int | None = None,
+               redis_port: int | None = None) -> tuple[subprocess.Popen[str], str]:
+    """`memoryd up` started and answering; the fixture `procs` kills it if a test fails."""
+    port = port or free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = start(data_dir, port, redis_port or free_port())
+    procs.append(proc)
+    wait_ready(proc, base)
+    return proc, base
+
+
 @pytest.fixture()
 def procs() -> Iterator[list[subprocess.Popen[str]]]:
     started: list[subprocess.Popen[str]] = []
@@ -88,10 +99,7 @@ def test_sigterm_stops_the_stack_as_ctrl_c_does(
     """`docker stop`, systemd and `kill` send SIGTERM: the stack still stops its worker,
     store and Redis itself, so the next start does not take the run for a crash."""
     port, redis_port = free_port(), free_port()
-    base = f"http://127.0.0.1:{port}"
-    proc = start(tmp_path, port, redis_port)
-    procs.append(proc)
-    wait_ready(proc, base)
+    proc, base = running_up(tmp_path, procs, port, redis_port)
     proc.send_signal(signal.SIGTERM)
     output, _ = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, output
@@ -99,9 +107,7 @@ def test_sigterm_stops_the_stack_as_ctrl_c_does(
     assert not redis_reachable(f"redis://127.0.0.1:{redis_port}/0")
     assert not children_in(tmp_path), "a child process outlived memoryd"
 
-    again = start(tmp_path, port, redis_port)
-    procs.append(again)
-    wait_ready(again, base)
+    again, _ = running_up(tmp_path, procs, port, redis_port)
     output = interrupt(again)
     assert "requeued_unacked_after_crash" not in output, output
 
@@ -111,11 +117,7 @@ def test_sigusr1_dumps_every_thread_and_the_stack_keeps_serving(
 ) -> None:
     """What a stuck stack waits on, without stopping it: the fault drills send SIGUSR1
     before they give up, so a stalled run's log shows every thread's stack."""
-    port, redis_port = free_port(), free_port()
-    base = f"http://127.0.0.1:{port}"
-    proc = start(tmp_path, port, redis_port)
-    procs.append(proc)
-    wait_ready(proc, base)
+    proc, base = running_up(tmp_path, procs)
     proc.send_signal(signal.SIGUSR1)
     assert httpx.get(f"{base}/healthz", timeout=10, trust_env=False).status_code == 200
     output = interrupt(proc)
