@@ -89,6 +89,10 @@ def test_api_errors_are_typed(client: MemorydClient, base_url: str, user: str) -
 
 
 def test_wait_times_out_with_the_last_state(client: MemorydClient, user: str) -> None:
+    # Behind a backlog, so it cannot be done by the first poll: a lone job on an idle
+    # worker sometimes was (CI caught it once the embedder got faster).
+    for i in range(30):
+        client.add_interaction(f"{user}-backlog", [{"role": "user", "content": f"note {i}"}])
     job = client.add_interaction(user, [{"role": "user", "content": "I like green tea"}])
     with pytest.raises(JobTimeout) as late:
         client.wait(job.job_id, timeout=0)
