@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 
 from shared.errors import AppError
@@ -21,7 +22,14 @@ console = Console(stderr=False)
 
 
 def _settings(**overrides: object) -> Settings:
-    base = Settings()
+    try:
+        base = Settings()
+    except ValidationError as exc:
+        # A bad MEMORYD_* variable: name it and what it should be, not a traceback.
+        for error in exc.errors():
+            name = "MEMORYD_" + "_".join(str(part) for part in error["loc"]).upper()
+            console.print(f"[red]invalid setting {name}:[/red] {error['msg']}")
+        raise typer.Exit(2) from exc
     return base.model_copy(update={k: v for k, v in overrides.items() if v is not None})
 
 
@@ -32,9 +40,10 @@ def up(
     data_dir: Annotated[Path | None, typer.Option(help="where memories live")] = None,
 ) -> None:
     """Start the embedded stack: gateway, worker, embedded Qdrant and (if needed) Redis."""
+    # Settings first: importing the stack reads them too, and would fail with a traceback.
+    settings = _settings(host=host, port=port, data_dir=data_dir)
     from workers.stack import EmbeddedStack
 
-    settings = _settings(host=host, port=port, data_dir=data_dir)
     stack = EmbeddedStack(settings)
     try:
         info = stack.prepare()
@@ -58,15 +67,15 @@ def serve(
     port: Annotated[int, typer.Option(help="HTTP port")] = 8420,
 ) -> None:
     """Server mode: the gateway alone (Qdrant server and workers run elsewhere)."""
+    settings = _settings()  # first, as in `up`
     import uvicorn
 
     from api.app import create_app
     from shared.auth import KeyRing
     from shared.logs import configure_logging
     from shared.runtime import get_runtime, settle_for_serving
-    from workers.stack import exit_on_sigterm
+    from workers.stack import dump_threads_on_sigusr1, exit_on_sigterm
 
-    settings = _settings()
     configure_logging(settings.log_level, settings.log_json)
     if settings.store_backend != "qdrant":
         console.print(
@@ -77,6 +86,7 @@ def serve(
     application = create_app(runtime, KeyRing.from_settings(settings, embedded=False))
     settle_for_serving(runtime)
     exit_on_sigterm()
+    dump_threads_on_sigusr1()
     try:
         uvicorn.run(application, host=host, port=port, log_config=None, access_log=False)
     finally:

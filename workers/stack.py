@@ -29,8 +29,7 @@ log = get_logger("memoryd.stack")
 
 
 def exit_on_sigterm() -> None:
-    """Make SIGTERM (docker stop, systemd, kill) end the process the way Ctrl-C does, and
-    SIGUSR1 dump the threads' stacks.
+    """Make SIGTERM (docker stop, systemd, kill) end the process the way Ctrl-C does.
 
     uvicorn shuts down on SIGTERM and then raises the signal again with the handler that
     was there before it started: the default one killed the process on the spot, before the
@@ -42,8 +41,11 @@ def exit_on_sigterm() -> None:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, handler)
-    # `kill -USR1 <pid>` writes every thread's stack to stderr: what a stuck process is
-    # waiting on, without stopping it (the fault drills send it before they give up).
+
+
+def dump_threads_on_sigusr1() -> None:
+    """`kill -USR1 <pid>` writes every thread's stack to stderr: what a stuck process is
+    waiting on, without stopping it (the fault drills send it before they give up)."""
     faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
 
 
@@ -128,6 +130,7 @@ class EmbeddedStack:
         """Run the gateway in this thread until Ctrl-C / SIGTERM, then stop everything."""
         assert self.server is not None
         exit_on_sigterm()
+        dump_threads_on_sigusr1()
         try:
             self.server.run()
         finally:

