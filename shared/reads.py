@@ -139,6 +139,13 @@ def reranked(rt: Runtime, owner: Owner, req: SearchRequest, scored: list[Scored]
 
 
 def search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
+    # The whole search is one session of the query model: with concurrent searches, e5 runs
+    # on narrow teams instead of spinning a wide one against the others' Python work.
+    with rt.query_embedder.session():
+        return _search(rt, owner, req)
+
+
+def _search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
     started = time.perf_counter()
     if req.rerank:
         _ = rt.reranker  # refuse an unconfigured rerank before doing any work

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,12 @@ class Embedder(ABC):
 
     def close(self) -> None:  # noqa: B027 - an optional hook, a no-op unless overridden
         """Release network clients; local models hold nothing worth releasing early."""
+
+    def session(self) -> AbstractContextManager[None]:
+        """Wraps one caller's whole unit of work that embeds (a search request). A model
+        whose callers share the cores (e5's lanes) counts the open sessions to know that
+        others are about to call it; for the rest it does nothing."""
+        return nullcontext()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"

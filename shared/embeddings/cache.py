@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 
 from shared.embeddings.base import Embedder, FloatArray
 
@@ -49,6 +50,9 @@ class CachedQueryEmbedder(Embedder):
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
         return vector.copy()
+
+    def session(self) -> AbstractContextManager[None]:
+        return self.inner.session()
 
     def clear(self) -> None:
         with self._lock:

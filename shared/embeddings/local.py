@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -85,6 +86,9 @@ class E5Embedder(BatchingEmbedder):
         model = self._model.get()
         return np.asarray(_E5_LANES.get().run(ModelLanes.QUERY, model.query, text),
                           dtype=np.float32)
+
+    def session(self) -> AbstractContextManager[None]:
+        return _E5_LANES.get().session()
 
 
 class UseEmbedder(BatchingEmbedder):

@@ -13,6 +13,12 @@ before documents, and run on lanes whose OpenMP teams together never exceed the 
   of Python per request, which takes a core from a wide team and stalls it at every barrier
   (`ops/probe_e5_callers.py`).
 
+A backlog is also when other callers are between their calls: a search spends more time
+outside the model than in it, so with 8 clients the queue is often empty for a moment while
+seven requests are in their store and Python work, and a wide team then spun against them
+(libgomp was a quarter of the stack's CPU). Callers wrap each unit of work in `session()`;
+while more than one is open, calls run narrow. 8 clients at 100k: 115-120 -> see README.
+
 Without a way to set a lane's team size (no libgomp found), there is one lane.
 """
 
@@ -23,8 +29,9 @@ import heapq
 import itertools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -54,7 +61,20 @@ class ModelLanes:
         self._cond = threading.Condition()
         self._heap: list[tuple[int, int, _Call]] = []
         self._busy = [False] * self.lanes
+        self._sessions = 0
         self._started = False
+
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        """One caller's whole unit of work around its calls (a search request): while more
+        than one is open, calls run narrow even when the queue is empty for a moment."""
+        with self._cond:
+            self._sessions += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._sessions -= 1
 
     def run(self, priority: int, fn: Callable[..., T], *args: Any) -> T:
         future: Future[T] = Future()
@@ -83,8 +103,8 @@ class ModelLanes:
                 self._cond.wait()
             _, _, call = heapq.heappop(self._heap)
             self._busy[lane] = True
-            backlog = bool(self._heap) or any(self._busy[i] for i in range(self.lanes)
-                                              if i != lane)
+            backlog = bool(self._heap) or self._sessions > 1 or any(
+                self._busy[i] for i in range(self.lanes) if i != lane)
             if self._heap:
                 self._cond.notify_all()  # the other lane may take the rest
             return call, self._narrow if lane == 1 or backlog else self._wide

