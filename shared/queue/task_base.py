@@ -109,10 +109,12 @@ class MemoryTask(Task[Any, dict[str, Any]]):
             done = get_runtime().jobs.begin(job_id) if self.tracks_job else None
             if done is not None:
                 return done
+            rt = get_runtime()
             # One index generation for the whole run: a re-embedding switches between tasks.
-            with get_runtime().index.writing():
-                result = action(MemoryWriter(get_runtime()), model.model_validate(command),
-                                job_id)
+            # The run is a session of the document model: while other jobs (or searches) are
+            # between their model calls, e5 runs narrow instead of spinning a wide team.
+            with rt.index.writing(), rt.embedder.session():
+                result = action(MemoryWriter(rt), model.model_validate(command), job_id)
             log.info("task_succeeded")
             return result
 
