@@ -57,8 +57,10 @@ def parse_config(text: str) -> Config:
     env: dict[str, str] = {}
     for item in filter(None, rest.split(",")):
         key, eq, value = item.partition("=")
-        if not eq or not key.startswith("MEMORYD_"):
-            raise argparse.ArgumentTypeError(f"expected MEMORYD_KEY=VALUE: {item!r}")
+        # memoryd's settings, and OpenMP's (read by the e5 engine's libgomp at load).
+        if not eq or not key.startswith(("MEMORYD_", "OMP_", "GOMP_")):
+            raise argparse.ArgumentTypeError(
+                f"expected MEMORYD_KEY=VALUE (or OMP_/GOMP_): {item!r}")
         env[key] = value
     return Config(name, env)
 
@@ -66,7 +68,7 @@ def parse_config(text: str) -> Config:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", action="append", type=parse_config,
-                        help="name=MEMORYD_KEY=VALUE,... (repeatable)")
+                        help="name=MEMORYD_KEY=VALUE,... (repeatable; OMP_*/GOMP_* too)")
     parser.add_argument("--size", type=int, default=100_000, help="stored memories")
     parser.add_argument("--per-user", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)

@@ -138,6 +138,12 @@ def render(report: dict[str, Any]) -> str:
                 f"≈ {bound['bound_queries_per_s']:.0f} q/s")
             row(f"search {size}, {many['clients']} clients: p99", many["latency"]["p99_ms"], "ms",
                 contention(many))
+            stack_cores = float(many.get("cpu", {}).get("stack_cores", 0.0))
+            if stack_cores > 0:
+                # With the cores not all busy, the limit is serial work (Python under one GIL).
+                row(f"search {size}, {many['clients']} clients: stack CPU per request",
+                    stack_cores * 1000 / many["throughput_req_per_s"], "core-ms",
+                    f"the stack kept {stack_cores:.2f} of {machine['nproc']} cores busy")
             row(f"stack peak RSS (VmHWM) after {entry['memories']:,}",
                 entry["stack_memory"]["vmhwm_mib"], "MiB", "gateway + in-process worker")
     for extract_row in extract_rows(report):

@@ -5,18 +5,21 @@ LoCoMo turns in slices of 4 (how the worker embeds documents), and how far apart
 vectors are.
 
     python ops/probe_e5_engine.py [--rounds 4] [--queries 100] [--passages 200]
-                                  [--flags "-O3 -march=native"] [--locomo PATH]
+                                  [--flags "-O3 -march=native"] [--threads 1]
+                                  [--locomo PATH]
 
 The host's speed drifts by a quarter within minutes, so the engines take turns: every round
 runs each engine once, in a fresh process (an OpenMP runtime per engine), and the medians
 over rounds are printed. `--flags` adds a build (memoryd's kernels) with other compiler
-flags to the turns.
+flags to the turns; `--threads 1` runs every engine on one OpenMP thread (as a busy stack's
+narrow lanes do).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -69,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--passages", type=int, default=200)
     parser.add_argument("--flags", action="append", default=[])
+    parser.add_argument("--threads", type=int, default=0, help="OpenMP threads (0: all cores)")
     parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO)
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("--vectors", type=Path, help=argparse.SUPPRESS)
@@ -90,6 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for flags in args.flags:
             engines[flags] = build(flags.split(), Path(scratch))
         results: dict[str, list[dict[str, float]]] = {name: [] for name in engines}
+        env = dict(os.environ)
+        if args.threads:
+            env["OMP_NUM_THREADS"] = str(args.threads)
         for _ in range(args.rounds):
             for name, engine in engines.items():
                 vectors = Path(scratch) / f"{abs(hash(name))}.npy"
@@ -97,12 +104,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                     [sys.executable, __file__, "--measure", engine, "--vectors", str(vectors),
                      "--queries", str(args.queries), "--passages", str(args.passages),
                      "--locomo", str(args.locomo)],
-                    capture_output=True, text=True, check=True,
+                    capture_output=True, text=True, check=True, env=env,
                 ).stdout.strip().splitlines()[-1]
                 results[name].append(json.loads(line))
         reference = np.load(Path(scratch) / f"{abs(hash('prebuilt'))}.npy")
         print(f"{args.rounds} rounds, medians; {args.queries} LoCoMo questions one at a time, "
-              f"{args.passages} turns in slices of 4")
+              f"{args.passages} turns in slices of 4; "
+              f"{args.threads or 'all'} OpenMP thread(s)")
         for name, runs in results.items():
             vectors = np.load(Path(scratch) / f"{abs(hash(name))}.npy")
             cosine = float((reference * vectors).sum(axis=1).min())

