@@ -181,7 +181,8 @@ def compile_engine(cc: str, flags: Sequence[str], out: Path, kernels: bool = Tru
     shipped = (source / "e5.c").read_text()
     patched = with_memoryd_kernels(shipped) if kernels else None
     if kernels and patched is None:
-        log.warning("e5_kernels_skipped", reason="e5.c has no matmul region where expected")
+        log.warning("e5_kernels_skipped",
+                    reason="e5.c no longer has the loops memoryd replaces where expected")
     with tempfile.TemporaryDirectory(dir=out.parent) as scratch:
         unit = Path(scratch) / "e5.c"
         unit.write_text(patched if patched is not None else shipped)
