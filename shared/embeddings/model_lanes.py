@@ -68,7 +68,7 @@ class ModelLanes:
 
     @contextmanager
     def session(self) -> Iterator[None]:
-        """One caller's whole unit of work around its calls (a search request): while more
+        """One caller's whole unit of work around its calls (a search, a write job): while more
         than one is open, calls run narrow even when the queue is empty for a moment."""
         with self._cond:
             self._sessions += 1
