@@ -77,6 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("--vectors", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.threads < 0 or args.rounds < 1:
+        parser.error("--threads must be 0 (all cores) or more, --rounds 1 or more")
     if args.measure:
         measure(args.measure, args.locomo, args.queries, args.passages, args.vectors)
         return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 import threading
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -39,6 +39,10 @@ class _Lazy(Generic[T]):
                     self._value = self._factory()
                 value = self._value
         return value
+
+    def built(self) -> T | None:
+        """The value if something has built it already; never builds it."""
+        return self._value
 
 
 # One model and one set of lanes for the process, however many E5Embedder objects exist
@@ -88,7 +92,11 @@ class E5Embedder(BatchingEmbedder):
                           dtype=np.float32)
 
     def session(self) -> AbstractContextManager[None]:
-        return _E5_LANES.get().session()
+        # Never loads the model: a job that does not embed (a forget, a delete) must not pay
+        # for it. Before the lanes exist no one is calling the model, so there is no one to
+        # tell.
+        lanes = _E5_LANES.built()
+        return lanes.session() if lanes is not None else nullcontext()
 
 
 class UseEmbedder(BatchingEmbedder):

@@ -16,10 +16,11 @@ before documents, and run on lanes whose OpenMP teams together never exceed the 
 A backlog is also when other callers are between their calls: a search spends more time
 outside the model than in it, so with 8 clients the queue is often empty for a moment while
 the other requests do their store and Python work, and a wide team then spun against them
-(libgomp was a quarter of the stack's CPU); a worker's jobs likewise. Callers wrap each unit
-of work (a search, a write job) in `session()`; while more than one is open, calls run
-narrow. `ops/bench.py` at 100k, 8 clients: 115-120 -> 122-134 req/s; raw ingest with the
-worker's 4 threads: 92-100 -> 104-115 memories/s; one client unchanged (10-11 ms p50).
+(libgomp was a quarter of the stack's CPU in a one-off `perf` profile); a worker's jobs
+likewise. Callers wrap each unit of work (a search, a write job) in `session()`; while
+more than one is open, calls run narrow. `ops/bench.py` at 100k, 8 clients: 115-120 ->
+122-134 req/s; raw ingest with the worker's 4 threads: 92-100 -> 104-115 memories/s; one
+client unchanged (10-11 ms p50).
 
 Without a way to set a lane's team size (no libgomp found), there is one lane.
 """

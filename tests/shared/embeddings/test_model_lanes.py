@@ -134,9 +134,28 @@ def test_searches_open_a_session_of_the_e5_lanes() -> None:
     from shared.embeddings.local import _E5_LANES
 
     embedder = CachedQueryEmbedder(E5Embedder(), 8)
+    embedder.embed_query("the model and its lanes exist once something embedded")
     with embedder.session():
         assert _E5_LANES.get()._sessions == 1
     assert _E5_LANES.get()._sessions == 0
+
+
+def test_a_session_never_loads_the_model() -> None:
+    """A worker job that does not embed (a forget) opens a session too: it must not load
+    e5 (and build its engine) for nothing. A fresh process, where nothing has loaded it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "from shared.embeddings.local import E5Embedder, _E5_LANES, _E5_MODEL\n"
+        "with E5Embedder().session():\n"
+        "    pass\n"
+        "print(_E5_MODEL.built() is None and _E5_LANES.built() is None)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[3],
+                         check=True, capture_output=True, text=True).stdout.split()
+    assert out[-1] == "True"
 
 
 def test_the_e5_engine_gets_two_lanes_here() -> None:
