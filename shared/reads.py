@@ -28,7 +28,7 @@ from shared.schemas import (
     SearchRequest,
     SearchResponse,
 )
-from shared.store import DENSE, SPARSE, StoredPoint, VectorQuery
+from shared.store import DENSE, SCORING_FIELDS, SPARSE, StoredPoint, VectorQuery
 from shared.store.conditions import (
     AllOf,
     AnyOf,
@@ -69,9 +69,6 @@ def search_conditions(req: SearchRequest) -> list[Condition]:
 def live_search_conditions(rt: Runtime, owner: Owner, req: SearchRequest) -> list[Condition]:
     """The search filter plus retention: nothing expired is ever a hit."""
     return [*search_conditions(req), *live_conditions(rt.settings, owner.tenant_id)]
-
-
-SCORING_FIELDS = ("occurred_at", "importance", "access_count", "thread_id", "thread_seq")
 
 
 @dataclass

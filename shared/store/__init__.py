@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from shared.settings import Settings
-from shared.store.base import DENSE, SPARSE, PointData, Store, StoredPoint, VectorQuery
+from shared.store.base import (
+    DENSE,
+    SCORING_FIELDS,
+    SPARSE,
+    PointData,
+    Store,
+    StoredPoint,
+    VectorQuery,
+)
 
 
 def make_store(settings: Settings) -> Store:
@@ -20,9 +28,11 @@ def make_store(settings: Settings) -> Store:
     from shared.store.edge import EdgeStore
 
     return EdgeStore(settings.edge_path, settings.collection,
-                     search_threads=settings.edge_search_threads)
+                     search_threads=settings.edge_search_threads,
+                     cached_fields=SCORING_FIELDS, cache_points=settings.edge_field_cache_points)
 
 
 __all__ = [
-    "DENSE", "SPARSE", "PointData", "Store", "StoredPoint", "VectorQuery", "make_store",
+    "DENSE", "SCORING_FIELDS", "SPARSE", "PointData", "Store", "StoredPoint", "VectorQuery",
+    "make_store",
 ]

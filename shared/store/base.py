@@ -38,6 +38,8 @@ MEMORY_INDEXES: tuple[tuple[str, str], ...] = (
 AUDIT_INDEXES: tuple[tuple[str, str], ...] = (
     ("tenant_id", "keyword"), ("user_id", "keyword"), ("memory_id", "keyword"), ("at_ts", "float"),
 )
+# What a search reads of every candidate (shared/reads.py, shared/scoring.py).
+SCORING_FIELDS = ("occurred_at", "importance", "access_count", "thread_id", "thread_seq")
 SORT_FIELDS = {
     "created_at": "created_ts", "updated_at": "updated_ts", "importance": "importance_rank",
 }

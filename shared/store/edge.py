@@ -12,6 +12,7 @@ from typing import Any
 import qdrant_edge as qe
 
 from shared.errors import ConfigurationError, StoreUnavailable
+from shared.logs import get_logger
 from shared.models import AuditEvent
 from shared.store.base import (
     AUDIT_INDEXES,
@@ -39,6 +40,9 @@ from shared.store.conditions import (
     is_datetime_range,
     iso,
 )
+from shared.store.field_cache import FieldCache
+
+log = get_logger("memoryd.store.edge")
 
 _AUDIT_VECTOR = "unit"
 _SCHEMA = {
@@ -88,17 +92,35 @@ def _filter(cond: AllOf) -> qe.Filter:
     return qe.Filter(must=[_translate(c) for c in cond.conditions])
 
 
+def _ids_of(cond: AllOf) -> tuple[str, ...] | None:
+    """The ids a write's filter is limited to (the public writes always name them)."""
+    for c in cond.conditions:
+        if isinstance(c, IdIn):
+            return c.ids
+    return None
+
+
 class EdgeStore(Store):
     """`search_threads`: the shard's own search pool. One by default: on 2 cores the query
     embedder already holds both (search_many at 100k, idle machine: 0.92 ms with one thread,
-    1.07 ms with the CPU-derived two; end to end inside the noise, ops/bench_ab.py)."""
+    1.07 ms with the CPU-derived two; end to end inside the noise, ops/bench_ab.py).
+
+    `cached_fields`: payload fields that searches asking only for them read from memory
+    (`shared/store/field_cache.py`), for up to `cache_points` points (0: off). A thread
+    reads them in once the shard is open, so that the first searches after a start find
+    them too (100k points: about a second of one core, once)."""
 
     def __init__(
-        self, root: Path, collection: str, *, audit: bool = True, search_threads: int = 1
+        self, root: Path, collection: str, *, audit: bool = True, search_threads: int = 1,
+        cached_fields: Sequence[str] = (), cache_points: int = 0,
     ) -> None:
         super().__init__(collection)
         self._root = root
         self._search_threads = search_threads
+        self._cache_points = cache_points
+        self._fields = FieldCache(cached_fields, cache_points)
+        self._warming: threading.Thread | None = None
+        self._stop_warming = threading.Event()
         self._mem: qe.EdgeShard | None = None
         self._audit: qe.EdgeShard | None = None
         self._with_audit = audit
@@ -106,7 +128,8 @@ class EdgeStore(Store):
 
     def sibling(self, collection: str) -> EdgeStore:
         return EdgeStore(self._root, collection, audit=False,
-                         search_threads=self._search_threads)
+                         search_threads=self._search_threads,
+                         cached_fields=self._fields.fields, cache_points=self._cache_points)
 
     def drop(self) -> None:
         self.close()
@@ -154,6 +177,7 @@ class EdgeStore(Store):
                 self._root / self.collection, mem_config,
                 qe.EdgeConfig(sparse_vectors=sparse, max_search_threads=self._search_threads),
             )
+            self._start_warming()
             if not self._with_audit:
                 self._ensure_indexes(((self._mem, MEMORY_INDEXES),))
                 return
@@ -166,6 +190,30 @@ class EdgeStore(Store):
             self._ensure_indexes(
                 ((self._shard, MEMORY_INDEXES), (self._audit_shard, AUDIT_INDEXES))
             )
+
+    def _start_warming(self) -> None:
+        if not self._fields.enabled:
+            return
+        self._stop_warming.clear()
+        self._warming = threading.Thread(target=self._warm_fields, daemon=True,
+                                         name=f"edge-warm-{self.collection}")
+        self._warming.start()
+
+    def _warm_fields(self, page: int = 2000) -> None:
+        selector = qe.PayloadSelector.Include(list(self._fields.fields))
+        offset: Any = None
+        try:
+            while not self._stop_warming.is_set() and self._mem is not None:
+                generation = self._fields.generation
+                records, offset = self._mem.scroll(qe.ScrollRequest(
+                    offset=offset, limit=page, with_payload=selector, with_vector=False))
+                # A page that a write overlapped is not kept; searches read those points.
+                self._fields.fill(generation, {str(r.id): dict(r.payload or {})
+                                               for r in records})
+                if offset is None or len(self._fields) + page > self._fields.capacity:
+                    return
+        except Exception as exc:  # the binding raises plain Exceptions; a warm-up is optional
+            log.warning("edge_field_cache_warm_failed", error=str(exc))
 
     def _ensure_indexes(
         self, shards: Sequence[tuple[qe.EdgeShard, tuple[tuple[str, str], ...]]]
@@ -203,6 +251,10 @@ class EdgeStore(Store):
         self._shard.info()
 
     def close(self) -> None:
+        self._stop_warming.set()
+        if self._warming is not None and self._warming is not threading.current_thread():
+            self._warming.join()  # a page at most: the shard must not close under a read
+        self._fields.forget(None)
         with self._lock:
             for shard in (self._mem, self._audit):
                 if shard is not None:
@@ -224,7 +276,10 @@ class EdgeStore(Store):
             if p.sparse is not None and p.sparse[0]:
                 vector[SPARSE] = qe.SparseVector(p.sparse[0], p.sparse[1])
             converted.append(qe.Point(p.id, vector, p.payload))
-        self._shard.update(qe.UpdateOperation.upsert_points(converted))
+        try:
+            self._shard.update(qe.UpdateOperation.upsert_points(converted))
+        finally:
+            self._fields.forget(p.id for p in points)
 
     def _scroll(
         self, cond: AllOf, limit: int, order_by: str | None, with_vectors: bool,
@@ -251,6 +306,8 @@ class EdgeStore(Store):
         self, cond: AllOf, queries: Sequence[VectorQuery], limit: int,
         score_threshold: float | None, fields: Sequence[str] | None,
     ) -> list[list[StoredPoint]]:
+        if fields and self._fields.covers(fields):
+            return self._search_cached(cond, queries, limit, score_threshold, fields)
         flt = _filter(cond)
         payload: Any = qe.PayloadSelector.Include(list(fields)) if fields else True
         requests = [
@@ -262,6 +319,38 @@ class EdgeStore(Store):
         ]
         results = self._shard.query_batch(qe.QueryBatchRequest(requests))
         return [[self._point(r, r.score) for r in hits] for hits in results]
+
+    def _search_cached(
+        self, cond: AllOf, queries: Sequence[VectorQuery], limit: int,
+        score_threshold: float | None, fields: Sequence[str],
+    ) -> list[list[StoredPoint]]:
+        """Ids and scores from the shard, the fields from the cache; what the cache lacks,
+        one retrieve reads and the cache keeps."""
+        generation = self._fields.generation  # before the shard is read: see FieldCache
+        flt = _filter(cond)
+        requests = [
+            qe.QueryRequest(
+                limit=limit, query=qe.Query.Nearest(_vector(q), using=q.using), filter=flt,
+                with_payload=False, score_threshold=score_threshold,
+            )
+            for q in queries
+        ]
+        results = [[(str(r.id), float(r.score)) for r in hits]
+                   for hits in self._shard.query_batch(qe.QueryBatchRequest(requests))]
+        found, missing = self._fields.lookup(
+            dict.fromkeys(point_id for hits in results for point_id, _ in hits), fields)
+        if missing:
+            wanted: list[qe.PointId] = list(missing)
+            read = {str(r.id): dict(r.payload or {}) for r in self._shard.retrieve(
+                wanted, qe.PayloadSelector.Include(list(self._fields.fields)), False)}
+            self._fields.fill(generation, read)
+            for point_id, payload in read.items():
+                found[point_id] = {name: payload[name] for name in fields if name in payload}
+        # A point deleted between the query and the retrieve is left out, as a later
+        # query would leave it out.
+        return [[StoredPoint(point_id, dict(found[point_id]), score)
+                 for point_id, score in hits if point_id in found]
+                for hits in results]
 
     def _count(self, cond: AllOf) -> int:
         return self._shard.count(qe.CountRequest(exact=True, filter=_filter(cond)))
@@ -281,10 +370,17 @@ class EdgeStore(Store):
         return [(str(hit.value), int(hit.count)) for hit in found.hits]
 
     def _set_payload(self, cond: AllOf, payload: dict[str, Any]) -> None:
-        self._shard.update(qe.UpdateOperation.set_payload_by_filter(_filter(cond), payload))
+        try:
+            self._shard.update(qe.UpdateOperation.set_payload_by_filter(_filter(cond), payload))
+        finally:
+            if self._fields.touches(payload):
+                self._fields.forget(_ids_of(cond))
 
     def _delete(self, cond: AllOf) -> None:
-        self._shard.update(qe.UpdateOperation.delete_points_by_filter(_filter(cond)))
+        try:
+            self._shard.update(qe.UpdateOperation.delete_points_by_filter(_filter(cond)))
+        finally:
+            self._fields.forget(_ids_of(cond))
 
     def _append_audit(self, events: Sequence[AuditEvent]) -> None:
         points = [

@@ -12,7 +12,7 @@ import pytest
 
 from shared.errors import EmbeddingModelMismatch
 from shared.models import AuditEvent, MemoryRecord, Owner, Scope
-from shared.store import DENSE, SPARSE, PointData, Store, VectorQuery
+from shared.store import DENSE, SCORING_FIELDS, SPARSE, PointData, Store, VectorQuery
 from shared.store.client import QdrantClientStore
 from shared.store.conditions import Between, Match
 from shared.store.edge import EdgeStore
@@ -26,10 +26,13 @@ MALLORY = Owner(tenant_id="t2", user_id="alice")  # same user id, other tenant
 def open_store(kind: str, root: Path) -> Store:
     if kind == "edge":
         return EdgeStore(root, "memories")
+    if kind == "edge-field-cache":
+        # As shipped: searches asking for the scoring fields read them from memory.
+        return EdgeStore(root, "memories", cached_fields=SCORING_FIELDS, cache_points=50)
     return QdrantClientStore("memories", path=root)
 
 
-@pytest.fixture(params=["edge", "qdrant-client"])
+@pytest.fixture(params=["edge", "edge-field-cache", "qdrant-client"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     s = open_store(request.param, tmp_path)
     s.ensure_schema("test-model", DIM)
@@ -95,6 +98,37 @@ def test_search_filters_threshold_and_hybrid(store: Store) -> None:
     )
     assert dense[0].payload["content"] == "global one"
     assert {p.payload["content"] for p in keywords} == {"global one", "project one"}
+
+
+def scoring_view(store: Store, owner: Owner, seed: int) -> dict[str, dict[str, object]]:
+    [dense] = store.search_many(owner, [], [VectorQuery(DENSE, vec(seed))], 100, SCORING_FIELDS)
+    return {p.id: p.payload for p in dense}
+
+
+def test_scoring_fields_follow_every_write(store: Store) -> None:
+    """Searches that read only the scoring fields (served from memory by the field cache
+    where there is one) see each write at once, as a read of the store itself would."""
+    points = [point(ALICE, f"fact {i}", i, thread_id="th", thread_seq=i, importance=3)
+              for i in range(4)]
+    store.upsert(ALICE, points)
+    first = scoring_view(store, ALICE, 0)
+    assert set(first) == {p.id for p in points}
+    assert first[points[0].id] == {"occurred_at": points[0].payload["occurred_at"],
+                                   "importance": 3, "access_count": 0, "thread_id": "th",
+                                   "thread_seq": 0}
+    assert scoring_view(store, ALICE, 0) == first  # read again (from the cache, if any)
+
+    store.set_payload(ALICE, [points[1].id], {"importance": 9, "access_count": 4})
+    points[2].payload["thread_seq"] = 7
+    store.upsert(ALICE, [points[2]])
+    store.delete(ALICE, [points[3].id])
+    after = scoring_view(store, ALICE, 0)
+    assert set(after) == {points[0].id, points[1].id, points[2].id}
+    assert (after[points[1].id]["importance"], after[points[1].id]["access_count"]) == (9, 4)
+    assert after[points[2].id]["thread_seq"] == 7
+    assert after[points[0].id] == first[points[0].id]
+    # Another owner's search never sees these points, cached or not.
+    assert scoring_view(store, BOB, 0) == {}
 
 
 def test_get_with_vectors_and_datetime_range(store: Store) -> None:
