@@ -141,9 +141,18 @@ def render(report: dict[str, Any]) -> str:
             stack_cores = float(many.get("cpu", {}).get("stack_cores", 0.0))
             if stack_cores > 0:
                 # With the cores not all busy, the limit is serial work (Python under one GIL).
+                per_request = stack_cores * 1000 / many["throughput_req_per_s"]
                 row(f"search {size}, {many['clients']} clients: stack CPU per request",
-                    stack_cores * 1000 / many["throughput_req_per_s"], "core-ms",
-                    f"the stack kept {stack_cores:.2f} of {machine['nproc']} cores busy")
+                    per_request, "core-ms",
+                    f"the stack kept {stack_cores:.2f} of {machine['nproc']} cores busy; "
+                    f"all cores at that cost ≈ {machine['nproc'] * 1000 / per_request:.0f} "
+                    "req/s")
+                model_cores = float(many["cpu"].get("model_lane_cores", 0.0))
+                if model_cores > 0:
+                    row("  of it, the e5 lanes (query embedding under load)",
+                        model_cores * 1000 / many["throughput_req_per_s"], "core-ms",
+                        f"alone: {machine['nproc'] * 1000 / bound['bound_queries_per_s']:.1f} "
+                        "core-ms (the bound)")
             row(f"stack peak RSS (VmHWM) after {entry['memories']:,}",
                 entry["stack_memory"]["vmhwm_mib"], "MiB", "gateway + in-process worker")
     for extract_row in extract_rows(report):

@@ -47,6 +47,24 @@ def _system_busy_s() -> float:
     return (sum(fields) - idle) / _CLOCK_TICKS
 
 
+def _thread_cpu_s(pid: int, prefix: str) -> float:
+    """CPU seconds of the process's threads whose kernel name starts with `prefix`."""
+    total = 0.0
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return 0.0
+    for task in tasks:
+        try:
+            if not (task / "comm").read_text().startswith(prefix):
+                continue
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # a thread that ended between the listing and the read
+        total += (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    return total
+
+
 def _process_cpu_s(pid: int) -> float:
     try:
         # Fields after the ")" that closes the command name start at field 3 (state).
@@ -63,14 +81,18 @@ class CpuMeter:
     it something else took, which is how far to trust the latencies next to it.
     """
 
+    # The e5 lanes name their threads (shared/embeddings/model_lanes.py).
+    MODEL_THREADS = "e5-"
+
     def __init__(self, stack_pids: Sequence[int]) -> None:
         self.pids = list(stack_pids)
         self.result: dict[str, float] = {}
 
-    def _sample(self) -> tuple[float, float, float, float]:
+    def _sample(self) -> tuple[float, float, float, float, float]:
         times = os.times()
         stack = sum(_process_cpu_s(pid) for pid in self.pids)
-        return time.monotonic(), _system_busy_s(), stack, times.user + times.system
+        model = _thread_cpu_s(self.pids[0], self.MODEL_THREADS) if self.pids else 0.0
+        return time.monotonic(), _system_busy_s(), stack, times.user + times.system, model
 
     def __enter__(self) -> CpuMeter:
         self._start = self._sample()
@@ -79,12 +101,15 @@ class CpuMeter:
     def __exit__(self, *exc: object) -> None:
         end = self._sample()
         wall = max(end[0] - self._start[0], 1e-9)
-        system, stack, bench = ((end[i] - self._start[i]) / wall for i in (1, 2, 3))
+        system, stack, bench, model = ((end[i] - self._start[i]) / wall for i in (1, 2, 3, 4))
         self.result = {
             "system_busy_cores": round(system, 2),
             "stack_cores": round(stack, 2),
             "bench_cores": round(bench, 2),
             "other_cores": round(max(system - stack - bench, 0.0), 2),
+            # Of stack_cores: the e5 lanes' threads, with the OpenMP helpers they started
+            # (a thread inherits its creator's name).
+            "model_lane_cores": round(model, 3),
         }
 
 

@@ -20,7 +20,13 @@ the other requests do their store and Python work, and a wide team then spun aga
 likewise. Callers wrap each unit of work (a search, a write job) in `session()`; while
 more than one is open, calls run narrow. `ops/bench.py` at 100k, 8 clients: 115-120 ->
 122-134 req/s; raw ingest with the worker's 4 threads: 92-100 -> 104-115 memories/s; one
-client unchanged (10-11 ms p50).
+client unchanged (10-11 ms p50). Even so, with 8 clients there were moments when one
+session was open alone, and the lone call then ran wide: calls stay narrow for
+`LOADED_FOR_S` (100 ms) after any two sessions were last open together. 100k, 8 clients,
+3 rounds taking turns (a throwaway A/B with the hold set by the environment): e5 5.9-7.1
+-> 5.6-5.8 core-ms per search (the lanes' threads, which the bench now meters by name),
+the stack 9.8-10.6 -> 9.1-9.4 core-ms, 157-159 -> 163-173 req/s; one client and raw
+ingest unchanged (the worker's overlapping jobs already kept the lanes narrow).
 
 Without a way to set a lane's team size (no libgomp found), there is one lane.
 """
@@ -30,8 +36,10 @@ from __future__ import annotations
 import ctypes
 import heapq
 import itertools
+import math
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -44,6 +52,9 @@ _Call = tuple[Callable[..., Any], tuple[Any, ...], "Future[Any]"]
 
 class ModelLanes:
     QUERY, DOCUMENTS = 0, 1
+    # Sessions that overlapped this recently mean concurrent callers, even at a moment when
+    # only one is open: calls stay narrow (see the module docstring).
+    LOADED_FOR_S = 0.1
 
     def __init__(
         self, name: str, set_threads: Callable[[int], None] | None = None,
@@ -65,6 +76,7 @@ class ModelLanes:
         self._heap: list[tuple[int, int, _Call]] = []
         self._busy = [False] * self.lanes
         self._sessions = 0
+        self._overlap_at = -math.inf  # when two sessions were last open at once
         self._started = False
 
     @contextmanager
@@ -73,10 +85,14 @@ class ModelLanes:
         than one is open, calls run narrow even when the queue is empty for a moment."""
         with self._cond:
             self._sessions += 1
+            if self._sessions > 1:
+                self._overlap_at = time.monotonic()
         try:
             yield
         finally:
             with self._cond:
+                if self._sessions > 1:
+                    self._overlap_at = time.monotonic()
                 self._sessions -= 1
 
     def run(self, priority: int, fn: Callable[..., T], *args: Any) -> T:
@@ -106,13 +122,17 @@ class ModelLanes:
                 self._cond.wait()
             _, _, call = heapq.heappop(self._heap)
             self._busy[lane] = True
-            backlog = bool(self._heap) or self._sessions > 1 or any(
-                self._busy[i] for i in range(self.lanes) if i != lane)
+            backlog = (
+                bool(self._heap) or self._sessions > 1
+                or time.monotonic() - self._overlap_at < self.LOADED_FOR_S
+                or any(self._busy[i] for i in range(self.lanes) if i != lane)
+            )
             if self._heap:
                 self._cond.notify_all()  # the other lane may take the rest
             return call, self._narrow if lane == 1 or backlog else self._wide
 
     def _serve(self, lane: int) -> None:
+        name_native_thread(f"{self._name}-{lane}")
         team = 0
         while True:
             (fn, args, future), threads = self._take(lane)
@@ -137,6 +157,17 @@ class ModelLanes:
                     future.set_result(result)
                 else:
                     future.set_exception(error)
+
+
+def name_native_thread(name: str) -> None:
+    """The calling thread's name as the kernel sees it (`top -H`, /proc/<pid>/task/*/comm;
+    threads it starts, such as its OpenMP team, inherit it; `ops/bench.py` reads it to tell
+    the model's CPU from the rest). Linux only; best effort."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return
+    prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME; the kernel keeps 15 bytes
 
 
 def openmp_team_setter() -> Callable[[int], None] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -76,6 +77,16 @@ def test_errors_reach_the_caller_and_the_lane_goes_on() -> None:
     assert lanes.run(ModelLanes.QUERY, len, "abc") == 3
 
 
+def test_lane_threads_carry_their_name_for_the_kernel() -> None:
+    """`top -H` and the bench's CPU meter (/proc/<pid>/task/*/comm) tell the lanes apart."""
+    lanes = ModelLanes("lanes-x", Teams(), cores=2)
+
+    def own_comm() -> str:
+        return Path(f"/proc/self/task/{threading.get_native_id()}/comm").read_text().strip()
+
+    assert lanes.run(ModelLanes.QUERY, own_comm) == "lanes-x-0"
+
+
 def test_one_request_at_a_time_gets_every_core_on_the_first_lane() -> None:
     teams = Teams()
     lanes = ModelLanes("solo", teams, cores=2)
@@ -113,12 +124,22 @@ def test_open_sessions_of_other_callers_make_a_lone_call_narrow() -> None:
     often empty, yet the others are about to call. Their open sessions say so."""
     teams = Teams()
     lanes = ModelLanes("shared", teams, cores=2)
+    lanes.LOADED_FOR_S = 0.5
+
+    def team_of(text: str) -> int:
+        # A lane sets its team only when the size changes: the last one set is in force.
+        assert lanes.run(ModelLanes.QUERY, len, text) == len(text)
+        return teams.calls[-1][1]
+
     with lanes.session():
-        assert lanes.run(ModelLanes.QUERY, len, "alone") == 5
+        assert team_of("alone") == 2
         with lanes.session():  # another search in its store or Python work
-            assert lanes.run(ModelLanes.QUERY, len, "two searches") == 12
-        assert lanes.run(ModelLanes.QUERY, len, "alone again") == 11
-    assert [threads for _, threads in teams.calls] == [2, 1, 2]
+            assert team_of("two searches") == 1
+        # The other search just left for its HTTP work; under load the next one is near.
+        assert team_of("alone again") == 1
+    time.sleep(0.6)  # no overlap for longer than LOADED_FOR_S: quiet again
+    with lanes.session():
+        assert team_of("quiet") == 2
     assert lanes._sessions == 0
 
 
