@@ -6,8 +6,9 @@ from typing import Annotated
 
 import structlog
 from fastapi import Depends, Header, Request
+from starlette.concurrency import run_in_threadpool
 
-from shared.api_keys import Principal, authenticate, required_scopes
+from shared.api_keys import Principal, authenticate, bootstrap_principal, required_scopes
 from shared.auth import KeyRing
 from shared.models import Owner
 from shared.rate_limit import RateLimiter
@@ -21,7 +22,7 @@ async def _runtime(request: Request) -> Runtime:
     return runtime
 
 
-def _principal(
+async def _principal(
     request: Request,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Principal:
@@ -29,15 +30,22 @@ def _principal(
 
     The scopes come from the matched route's method and path template
     (`shared.api_keys.required_scopes`), so a new route is covered without a change here.
+    A bootstrap key with a leased rate-limit token left (`shared/rate_limit.py`) needs no
+    Redis call, so most requests take no worker-thread hop here; the rest do their Redis
+    work in one.
     """
     keyring: KeyRing = request.app.state.keyring
-    principal = authenticate(keyring, request.app.state.api_keys, authorization)
+    limiter: RateLimiter = request.app.state.rate_limiter
+    principal = bootstrap_principal(keyring, authorization)
+    if principal is None:
+        principal = await run_in_threadpool(
+            authenticate, keyring, request.app.state.api_keys, authorization)
     structlog.contextvars.bind_contextvars(tenant_id=principal.tenant, key_id=principal.key_id)
     route = request.scope.get("route")
     template = getattr(route, "path", request.url.path)
     principal.require(required_scopes(request.method, template))
-    limiter: RateLimiter = request.app.state.rate_limiter
-    limiter.take(principal.key_id)
+    if not limiter.take_leased(principal.key_id):
+        await run_in_threadpool(limiter.take, principal.key_id)
     return principal
 
 

@@ -156,13 +156,22 @@ def bearer_key(authorization: str | None) -> str:
     return key.strip()
 
 
-def authenticate(keyring: KeyRing, stored: ApiKeyStore, authorization: str | None) -> Principal:
-    """Bootstrap keys first (no Redis call), then the keys made with `memoryd keys`."""
+def bootstrap_principal(keyring: KeyRing, authorization: str | None) -> Principal | None:
+    """The principal of a bootstrap key (settings or the embedded key file), without any
+    Redis call; None for any other well-formed key."""
     digest = key_digest(bearer_key(authorization))
     tenant = keyring.tenant_of_digest(digest)
-    if tenant is not None:
-        return Principal(key_id="boot_" + digest[:12], tenant=tenant, scopes=ALL_SCOPES)
-    principal = stored.lookup(digest)
+    if tenant is None:
+        return None
+    return Principal(key_id="boot_" + digest[:12], tenant=tenant, scopes=ALL_SCOPES)
+
+
+def authenticate(keyring: KeyRing, stored: ApiKeyStore, authorization: str | None) -> Principal:
+    """Bootstrap keys first (no Redis call), then the keys made with `memoryd keys`."""
+    principal = bootstrap_principal(keyring, authorization)
+    if principal is not None:
+        return principal
+    principal = stored.lookup(key_digest(bearer_key(authorization)))
     if principal is None:
         raise Unauthorized("unknown or revoked API key")
     return principal

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -12,7 +13,7 @@ from conftest import KEY_A, KEY_B
 from live_gateway import gateway, settings_with
 
 from shared.errors import RateLimited
-from shared.rate_limit import RateLimiter
+from shared.rate_limit import LEASE_TTL_S, RateLimiter, lease_size
 
 
 def test_bucket_allows_burst_then_refuses(stack: Any) -> None:
@@ -28,6 +29,54 @@ def test_bucket_allows_burst_then_refuses(stack: Any) -> None:
     assert refused.value.headers == {"Retry-After": "2"}
     # Another key has its own bucket.
     limiter.take(f"{key}-other")
+
+
+def test_lease_size_is_small_against_the_bucket() -> None:
+    assert lease_size(500, 1000) == 10  # the defaults
+    assert lease_size(0.5, 3) == 1  # small buckets stay exact
+    assert lease_size(10_000, 100_000) == 16
+
+
+def bucket_tokens(client: redis.Redis, key: str) -> float:
+    return float(client.hget(f"memoryd:rate:{key}", "tokens") or "nan")
+
+
+def test_a_lease_is_spent_from_memory_then_renewed(stack: Any) -> None:
+    client: redis.Redis = stack.runtime.redis
+    limiter = RateLimiter(client, per_s=0.01, burst=20, lease=5)
+    key = f"k-{uuid.uuid4().hex}"
+    limiter.take(key)  # one Redis call takes 5 tokens: one spent, 4 held
+    assert bucket_tokens(client, key) == pytest.approx(15, abs=0.01)
+    for _ in range(4):
+        assert limiter.take_leased(key)
+    assert not limiter.take_leased(key)
+    assert bucket_tokens(client, key) == pytest.approx(15, abs=0.01)  # no Redis call
+    limiter.take(key)
+    assert bucket_tokens(client, key) == pytest.approx(10, abs=0.01)
+
+
+def test_gateways_with_leases_admit_no_more_than_the_bucket(stack: Any) -> None:
+    """Two gateways on one key: together they admit exactly the bucket, no more."""
+    client: redis.Redis = stack.runtime.redis
+    gateways = [RateLimiter(client, per_s=0.01, burst=10, lease=4) for _ in range(2)]
+    key = f"k-{uuid.uuid4().hex}"
+    admitted, refused = 0, 0
+    for i in range(30):
+        try:
+            gateways[i % 2].take(key)
+            admitted += 1
+        except RateLimited:
+            refused += 1
+    assert (admitted, refused) == (10, 20)
+
+
+def test_a_stale_lease_is_not_spent(stack: Any) -> None:
+    limiter = RateLimiter(stack.runtime.redis, per_s=0.01, burst=20, lease=5)
+    key = f"k-{uuid.uuid4().hex}"
+    limiter.take(key)
+    left, _ = limiter._leased[key]
+    limiter._leased[key] = (left, time.monotonic() - LEASE_TTL_S - 1)
+    assert not limiter.take_leased(key)
 
 
 def test_zero_rate_means_no_limit(stack: Any) -> None:
