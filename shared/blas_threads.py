@@ -9,27 +9,19 @@ memories, 8 clients, two runs each taking turns: 139 / 154 -> 200 / 205 req/s, p
 192 -> 73 / 72 ms; a lone USE query costs 0.7 -> 1.2 ms. e5 computes in its own engine;
 its searches were unchanged (170 / 171 against 180 / 157 req/s, inside the host's drift).
 
-Set through the OpenBLAS that numpy loaded, found like the e5 lanes find libgomp
-(`shared/embeddings/model_lanes.py`); a BLAS that is not OpenBLAS is left as it is.
+Set through the OpenBLAS that numpy loaded (`shared/native_libs.py`, as the e5 lanes find
+libgomp); a BLAS that is not OpenBLAS is left as it is.
 """
 
 from __future__ import annotations
 
 import ctypes
-from pathlib import Path
+
+from shared.native_libs import loaded_libraries
 
 # numpy's own wheels (scipy-openblas, 64-bit ints), then a system OpenBLAS.
 _SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
             "openblas_set_num_threads")
-
-
-def _loaded_openblas() -> list[str]:
-    try:
-        maps = Path("/proc/self/maps").read_text()
-    except OSError:
-        return []
-    return sorted({line.split()[-1] for line in maps.splitlines()
-                   if "openblas" in line.lower() and line.split()[-1].startswith("/")})
 
 
 def limit_blas_threads() -> int:
@@ -37,7 +29,7 @@ def limit_blas_threads() -> int:
     import numpy  # noqa: F401  (loads numpy's BLAS, if it is not loaded yet)
 
     done = 0
-    for path in _loaded_openblas():
+    for path in loaded_libraries("openblas"):
         try:
             library = ctypes.CDLL(path)
         except OSError:

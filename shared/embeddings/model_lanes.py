@@ -43,8 +43,9 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, TypeVar
+
+from shared.native_libs import loaded_libraries
 
 T = TypeVar("T")
 _Call = tuple[Callable[..., Any], tuple[Any, ...], "Future[Any]"]
@@ -173,16 +174,11 @@ def name_native_thread(name: str) -> None:
 def openmp_team_setter() -> Callable[[int], None] | None:
     """`omp_set_num_threads` (it sets the calling thread's team size) of the one libgomp this
     process has loaded, or None when there is none or more than one (whose would it be?)."""
-    try:
-        maps = Path("/proc/self/maps").read_text()
-    except OSError:
-        return None
-    paths = {line.split()[-1] for line in maps.splitlines()
-             if "libgomp" in line and line.split()[-1].startswith("/")}
+    paths = loaded_libraries("libgomp")
     if len(paths) != 1:
         return None
     try:
-        function = ctypes.CDLL(paths.pop()).omp_set_num_threads
+        function = ctypes.CDLL(paths[0]).omp_set_num_threads
     except (OSError, AttributeError):
         return None
     function.argtypes = [ctypes.c_int]

@@ -10,13 +10,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 _CHILD = """
 import ctypes
-from shared.blas_threads import _loaded_openblas
+from shared.native_libs import loaded_libraries
 from shared.runtime import Runtime
 from shared.settings import Settings
 
 def threads():
     out = []
-    for path in _loaded_openblas():
+    for path in loaded_libraries("openblas"):
         lib = ctypes.CDLL(path)
         for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
                      "openblas_get_num_threads"):
