@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 from pathlib import Path
 
@@ -83,3 +84,46 @@ def test_an_opened_store_reads_the_fields_in_and_searches_use_them(tmp_path: Pat
                                          {"importance": 27}]
     again.close()
     assert len(again._fields) == 0
+
+
+def test_searches_racing_writes_never_keep_a_value_the_writes_replaced(tmp_path: Path) -> None:
+    """Searches fill the cache while a writer changes the field over and over; once the
+    writer stops, every search reads its last value. (Whether a fill that read the shard
+    before a write may land after it is decided by the generation, tested above; this
+    race is too narrow to hit on purpose here.)"""
+    owner = Owner(tenant_id="t1", user_id="alice")
+    store = EdgeStore(tmp_path, "memories", cached_fields=SCORING_FIELDS, cache_points=1000)
+    store.ensure_schema("test-model", 4)
+    ids = [str(uuid.uuid5(uuid.NAMESPACE_URL, f"r{i}")) for i in range(40)]
+    store.upsert(owner, [
+        PointData(i, {"tenant_id": "t1", "user_id": "alice", "importance": 0, "state": "active"},
+                  [1.0, float(n), 1.0, 0.0])
+        for n, i in enumerate(ids)
+    ])
+    query = [VectorQuery(DENSE, [1.0, 20.0, 1.0, 0.0])]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def search_until_stopped() -> None:
+        try:
+            while not stop.is_set():
+                store.search_many(owner, [], query, 40, ["importance"])
+        except BaseException as exc:  # reported after join
+            errors.append(exc)
+
+    searchers = [threading.Thread(target=search_until_stopped) for _ in range(3)]
+    for thread in searchers:
+        thread.start()
+    for value in range(1, 31):
+        store.set_payload(owner, ids[value % 2::2], {"importance": value})
+    stop.set()
+    for thread in searchers:
+        thread.join(timeout=30)
+    assert not errors
+    [hits] = store.search_many(owner, [], query, 40, ["importance"])
+    assert len(hits) == 40
+    # The last write to the odd ids was 29, to the even ids 30.
+    assert {h.id: h.payload["importance"] for h in hits} == {
+        point_id: 30 if n % 2 == 0 else 29 for n, point_id in enumerate(ids)
+    }
+    store.close()
