@@ -94,6 +94,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.clients < 1:
         parser.error("--clients must be at least 1")
+    if args.searches < args.clients:
+        parser.error(f"--searches ({args.searches}) must be at least --clients "
+                     f"({args.clients}): each client needs a search")
     if not args.config:
         args.config = [parse_config(c) for c in DEFAULT_CONFIGS]
     return args
@@ -119,6 +122,8 @@ def trial(config: Config, store: Path, workdir: Path, embedder: str, users: int,
                     run = run_concurrent(stack, jobs, clients)
             else:
                 run = run_searches(client, jobs)
+            if not run.latencies:
+                raise RuntimeError(f"every search of the trial failed; log:\n{stack.log_tail()}")
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
     client_ms = latency_summary(run.latencies)

@@ -117,7 +117,6 @@ class EdgeStore(Store):
         super().__init__(collection)
         self._root = root
         self._search_threads = search_threads
-        self._cache_points = cache_points
         self._fields = FieldCache(cached_fields, cache_points)
         self._warming: threading.Thread | None = None
         self._stop_warming = threading.Event()
@@ -129,7 +128,7 @@ class EdgeStore(Store):
     def sibling(self, collection: str) -> EdgeStore:
         return EdgeStore(self._root, collection, audit=False,
                          search_threads=self._search_threads,
-                         cached_fields=self._fields.fields, cache_points=self._cache_points)
+                         cached_fields=self._fields.fields, cache_points=self._fields.capacity)
 
     def drop(self) -> None:
         self.close()

@@ -53,6 +53,14 @@ def test_ab_refuses_a_config_that_is_not_a_memoryd_setting(tmp_path: Path) -> No
     assert proc.returncode == 2 and "MEMORYD_KEY=VALUE" in proc.stderr
 
 
+def test_ab_refuses_fewer_searches_than_clients(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    proc = subprocess.run([sys.executable, "ops/bench_ab.py", "--clients", "8",
+                           "--searches", "4"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--searches (4) must be at least --clients (8)" in proc.stderr
+
+
 def test_probe_compares_callers_and_lanes(tmp_path: Path) -> None:
     out = _run(["ops/probe_e5_callers.py", "--queries", "16", "--clients", "4"], tmp_path)
     rows = [line for line in out.splitlines() if "mean" in line]
