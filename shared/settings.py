@@ -51,6 +51,10 @@ class Settings(BaseSettings):
     # "prebuilt" uses the wheel's binary.
     e5_engine: Literal["host", "prebuilt"] = "host"
     engine_cache_dir: Path | None = None  # default: $XDG_CACHE_HOME/memoryd/engines
+    # How much lower than the request threads the in-process model's lanes run (a nice
+    # increment; shared/embeddings/model_lanes.py); 0 keeps them equal. Unset: 10 where the
+    # kernel groups processes by session (autogroup), else 0.
+    model_lane_nice: int | None = Field(None, ge=0, le=19)
     openai_base_url: str = "https://api.openai.com/v1"
     openai_api_key: SecretStr | None = None
     ollama_base_url: str = "http://127.0.0.1:11434"

@@ -14,7 +14,7 @@ import numpy as np
 
 from shared.embeddings.base import BatchingEmbedder, FloatArray
 from shared.embeddings.e5_engine import host_engine
-from shared.embeddings.model_lanes import ModelLanes, openmp_team_setter
+from shared.embeddings.model_lanes import ModelLanes, default_lane_nice, openmp_team_setter
 from shared.errors import ConfigurationError
 from shared.settings import get_settings
 
@@ -221,7 +221,9 @@ def _load_use() -> Any:
 
 def _e5_lanes() -> ModelLanes:
     _E5_MODEL.get()  # the engine, and so its libgomp, must be loaded to be found
-    return ModelLanes("e5", openmp_team_setter())
+    nice = get_settings().model_lane_nice
+    return ModelLanes("e5", openmp_team_setter(),
+                      nice=default_lane_nice() if nice is None else nice)
 
 
 _E5_MODEL = _Lazy(_load_e5)

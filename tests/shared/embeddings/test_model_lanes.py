@@ -3,6 +3,7 @@ backlog is split over two lanes of half the cores each."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from shared.embeddings.local import E5Embedder
-from shared.embeddings.model_lanes import ModelLanes, openmp_team_setter
+from shared.embeddings.model_lanes import ModelLanes, default_lane_nice, openmp_team_setter
 
 
 class Teams:
@@ -85,6 +86,31 @@ def test_lane_threads_carry_their_name_for_the_kernel() -> None:
         return Path(f"/proc/self/task/{threading.get_native_id()}/comm").read_text().strip()
 
     assert lanes.run(ModelLanes.QUERY, own_comm) == "lanes-x-0"
+
+
+def test_lanes_run_below_the_callers_priority() -> None:
+    """The model's calls yield a core to the request threads (nice is per thread on Linux),
+    and the calling thread keeps its own priority."""
+    lanes = ModelLanes("niced", Teams(), cores=2, nice=3)
+
+    def own_nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    caller = own_nice()
+    assert lanes.run(ModelLanes.QUERY, own_nice) == min(19, caller + 3)
+    assert own_nice() == caller
+    assert ModelLanes("equal", Teams(), cores=2).run(ModelLanes.QUERY, own_nice) == caller
+
+
+@pytest.mark.parametrize(("switch", "nice"), [("1\n", 10), ("0\n", 0), (None, 0)])
+def test_the_default_lowers_the_lanes_only_under_autogroup(
+    tmp_path: Path, switch: str | None, nice: int,
+) -> None:
+    """Without autogroup, nice would rank the model below every busy process on the host."""
+    path = tmp_path / "sched_autogroup_enabled"
+    if switch is not None:
+        path.write_text(switch)
+    assert default_lane_nice(path) == nice
 
 
 def test_one_request_at_a_time_gets_every_core_on_the_first_lane() -> None:
