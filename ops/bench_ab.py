@@ -108,7 +108,7 @@ def trial(config: Config, store: Path, workdir: Path, embedder: str, users: int,
     shutil.copytree(store, data_dir)
     try:
         with Stack(f"ab-{config.name}", data_dir, workdir, embedder,
-                   extra_env=config.env) as stack, stack.client() as client:
+                   extra_env=config.env) as stack, stack.raw_client() as client:
             warm = run_searches(client, [(user_name(i % users), f"warm-up query {i}")
                                          for i in range(WARMUP_REQUESTS)])
             if warm.errors:

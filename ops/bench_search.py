@@ -7,6 +7,7 @@ LoCoMo questions, so no query is ever answered from the gateway's query cache.
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 import time
@@ -15,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 
 from ops.bench_common import SEED, Options, latency_summary, log
 from ops.bench_fill import NOISE_SIGMA, TENANT, Locomo, Pool, bulk_fill, embed_pool, user_name
+from ops.bench_http import RawClient
 from ops.bench_stack import CpuMeter, Stack
 from shared.embeddings import Embedder, make_embedder
 from shared.settings import Settings
@@ -28,19 +29,8 @@ TOP_K = 10
 WARMUP_REQUESTS = 10
 
 
-def search_once(
-    client: httpx.Client, user_id: str, query: str
-) -> tuple[float, float, int] | None:
-    """(client seconds, server took_ms, hits), or None when the request failed."""
-    started = time.perf_counter()
-    response = client.post("/v1/search", json={"user_id": user_id, "query": query,
-                                               "top_k": TOP_K})
-    elapsed = time.perf_counter() - started
-    if response.status_code != 200:
-        log(f"  search failed: {response.status_code} {response.text[:200]}")
-        return None
-    body = response.json()
-    return elapsed, float(body["took_ms"]), len(body["results"])
+def search_body(user_id: str, query: str) -> bytes:
+    return json.dumps({"user_id": user_id, "query": query, "top_k": TOP_K}).encode()
 
 
 @dataclass
@@ -64,18 +54,25 @@ class SearchRun:
         return out
 
 
-def run_searches(client: httpx.Client, jobs: Sequence[tuple[str, str]]) -> SearchRun:
-    run = SearchRun([], [], [], 0, 0.0)
+def run_searches(client: RawClient, jobs: Sequence[tuple[str, str]]) -> SearchRun:
+    """One search after another; the answers are read once the clock has stopped."""
+    bodies = [search_body(user_id, query) for user_id, query in jobs]
+    answers: list[tuple[float, int, bytes]] = []
     started = time.perf_counter()
-    for user_id, query in jobs:
-        result = search_once(client, user_id, query)
-        if result is None:
+    for body in bodies:
+        sent = time.perf_counter()
+        status, answer = client.post("/v1/search", body)
+        answers.append((time.perf_counter() - sent, status, answer))
+    run = SearchRun([], [], [], 0, time.perf_counter() - started)
+    for elapsed, status, answer in answers:
+        if status != 200:
+            log(f"  search failed: {status} {answer[:200]!r}")
             run.errors += 1
             continue
-        run.latencies.append(result[0])
-        run.server_ms.append(result[1])
-        run.hits.append(result[2])
-    run.wall_s = time.perf_counter() - started
+        parsed = json.loads(answer)
+        run.latencies.append(elapsed)
+        run.server_ms.append(float(parsed["took_ms"]))
+        run.hits.append(len(parsed["results"]))
     return run
 
 
@@ -87,9 +84,9 @@ def run_concurrent(stack: Stack, jobs: Sequence[tuple[str, str]], clients: int) 
 
     def worker(slot: int) -> None:
         try:
-            with stack.client() as client:
+            with stack.raw_client() as client:
                 # Open the connection before the clock starts: keep-alive is the steady state.
-                client.get("/healthz")
+                client.connect()
                 barrier.wait()
                 runs[slot] = run_searches(client, shares[slot])
         except BaseException as exc:  # reported after join; a thread cannot raise to main
@@ -219,7 +216,7 @@ def run_search_phase(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, 
         jobs = list(zip(targets, queries, strict=True))
         one_jobs, many_jobs = jobs[:opts.search_n], jobs[opts.search_n:]
         with Stack(f"search-{size}", data_dir, workdir, opts.embedder) as stack:
-            with stack.client() as client:
+            with stack.raw_client() as client:
                 # The first queries load the query model in the gateway: never timed.
                 warm = [(user_name(i % users), f"warm-up query {i} about weekend plans")
                         for i in range(WARMUP_REQUESTS)]
@@ -239,11 +236,16 @@ def run_search_phase(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, 
             with stack.cpu_meter() as many_cpu:
                 many = run_concurrent(stack, many_jobs, opts.clients)
             memory = stack.memory()
+            # The host's speed drifts by a quarter within the hour, so the bound a run is
+            # compared with is measured right after it, with the stack idle beside it.
+            log(f"  embedder probe beside the run: {opts.probe_n} + {opts.probe_n} queries")
+            beside = embedder_probe(embedder, locomo.questions, opts.probe_n)
         shutil.rmtree(data_dir, ignore_errors=True)  # 100k points take a lot of disk
         concurrent = many.summary()
         concurrent["clients"] = opts.clients
+        concurrent["embedder_bound_beside"] = beside
         concurrent["share_of_embedder_bound"] = round(
-            concurrent["throughput_req_per_s"] / probe["bound_queries_per_s"], 3
+            concurrent["throughput_req_per_s"] / beside["bound_queries_per_s"], 3
         )
         concurrent["cpu"] = many_cpu.result
         one_summary = one.summary()

@@ -21,6 +21,7 @@ from types import TracebackType
 import httpx
 
 from ops.bench_common import ROOT, log
+from ops.bench_http import RawClient
 from shared.redis_runtime import free_port
 
 STACK_START_TIMEOUT_S = 180.0
@@ -239,6 +240,10 @@ class Stack:
             base_url=self.base_url, headers={"Authorization": f"Bearer {self.api_key}"},
             timeout=timeout_s, trust_env=False,
         )
+
+    def raw_client(self, timeout_s: float = 60.0) -> RawClient:
+        """The timed searches' client (ops/bench_http.py: lighter than httpx)."""
+        return RawClient("127.0.0.1", self.port, self.api_key, timeout_s)
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None

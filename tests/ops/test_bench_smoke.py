@@ -75,7 +75,12 @@ def test_bench_runs_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
         assert size[run]["searches"] == count and size[run]["errors"] == 0, size[run]
         assert size[run]["results_mean"] == 10  # top_k 10 out of 100 memories per user
         _positive(size[run], "latency.p50_ms", "latency.p99_ms", "latency.mean_ms")
-    _positive(size, "concurrent.throughput_req_per_s", "concurrent.share_of_embedder_bound")
+    _positive(size, "concurrent.throughput_req_per_s", "concurrent.share_of_embedder_bound",
+              "concurrent.embedder_bound_beside.bound_queries_per_s")
+    concurrent = size["concurrent"]
+    assert concurrent["share_of_embedder_bound"] == round(
+        concurrent["throughput_req_per_s"]
+        / concurrent["embedder_bound_beside"]["bound_queries_per_s"], 3)
 
     _positive(report, "gateway_rss.vmhwm_mib")
     assert report["gateway_rss"]["after_search_at"] == 200
