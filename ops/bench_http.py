@@ -59,8 +59,8 @@ class RawClient:
             self._sock.sendall(head.encode("latin-1") + self._auth + b"\r\n" + body)
             status, length, keep_alive = self._read_head()
             answer = self._read_exactly(length)
-        except OSError:
-            self.close()
+        except (OSError, HttpError):
+            self.close()  # whatever is left on the connection cannot be read as an answer
             raise
         if not keep_alive:
             self.close()
