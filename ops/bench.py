@@ -175,7 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "locomo": {"path": str(opts.locomo), "turns": len(locomo.turns),
                        "questions": len(locomo.questions)},
             "stack": "memoryd up subprocess (gateway + in-process Celery worker + Qdrant Edge "
-                     "+ its own Redis); load over HTTP with httpx keep-alive",
+                     "+ its own Redis); load over HTTP keep-alive connections (searches: "
+                     "ops/bench_http.py, writes: httpx)",
             "units": "ms milliseconds, s seconds, MiB mebibytes, req/s and memories/s per second",
         },
     }
