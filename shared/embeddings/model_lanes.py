@@ -39,11 +39,11 @@ ahead in 3 rounds of 4), and 171 / 185 req/s, p99 87 / 66 ms in a slower hour; n
 no better than 0 (173 req/s), SCHED_BATCH lanes worse (182 against 191). But nice also
 ranks the model against other busy processes that the kernel schedules in the same group:
 with two of them beside the stack (autogroup off), one-client p50 / p99 at 10k were 575 /
-3,501 ms at nice 10 against 13.6 / 103 ms at 0. So by default the lanes are lowered only
-where the kernel's autogroup schedules each session as a group, so that nice orders this
-session's threads and no one else's; a CPU-bound process started in the same session as
-`memoryd up` would still outrank the model (`MEMORYD_MODEL_LANE_NICE=0` for that). A
-container is a scheduling group of its own: docker-compose.yml sets 10 there.
+3,501 ms at nice 10 against 13.6 / 103 ms at 0 (a one-off check). So by default the lanes
+are lowered only where the kernel's autogroup schedules each session as a group, so that
+nice orders this session's threads and no one else's; a CPU-bound process started in the
+same session as `memoryd up` would still outrank the model (`MEMORYD_MODEL_LANE_NICE=0` for
+that). A container is a scheduling group of its own: docker-compose.yml sets 10 there.
 """
 
 from __future__ import annotations
