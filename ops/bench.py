@@ -35,7 +35,7 @@ if __package__ in (None, ""):
     # modules import each other (and shared/) from the root, as under `python -m ops.bench`.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ops.bench_common import ROOT, Options, log  # noqa: E402
+from ops.bench_common import ROOT, Options, drop_memoryd_environment, log  # noqa: E402
 from ops.bench_extract import run_extract_phase  # noqa: E402
 from ops.bench_fill import load_locomo  # noqa: E402
 from ops.bench_report import (  # noqa: E402
@@ -157,11 +157,8 @@ def work_dir(opts: Options) -> Iterator[Path]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     opts = parse_args(argv)
-    # The stacks run on defaults plus what the bench sets; a MEMORYD_* variable left in the
-    # shell (another collection, a Qdrant URL) would make the fill and the stack disagree.
-    for key in [k for k in os.environ if k.startswith("MEMORYD_")]:
+    for key in drop_memoryd_environment():
         log(f"ignoring {key} from the environment")
-        del os.environ[key]
     locomo = load_locomo(opts.locomo)
     report: dict[str, Any] = {
         "meta": {

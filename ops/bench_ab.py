@@ -34,7 +34,12 @@ if __package__ in (None, ""):
 import numpy as np  # noqa: E402
 
 from ops.bench import DEFAULT_CACHE, DEFAULT_LOCOMO  # noqa: E402
-from ops.bench_common import SEED, latency_summary, log  # noqa: E402
+from ops.bench_common import (  # noqa: E402
+    SEED,
+    drop_memoryd_environment,
+    latency_summary,
+    log,
+)
 from ops.bench_fill import bulk_fill, embed_pool, load_locomo, user_name  # noqa: E402
 from ops.bench_search import (  # noqa: E402
     WARMUP_REQUESTS,
@@ -140,6 +145,9 @@ def trial(config: Config, store: Path, workdir: Path, embedder: str, users: int,
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    # Settings reach the stacks only through --config.
+    for key in drop_memoryd_environment():
+        log(f"ignoring {key} from the environment (use --config)")
     configs: list[Config] = args.config
     locomo = load_locomo(args.locomo)
     embedder = make_embedder(args.embedder, Settings(embedder=args.embedder))

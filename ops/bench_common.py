@@ -8,12 +8,15 @@ puts the project root on sys.path before importing anything from here.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from shared.settings import get_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 20240601
@@ -22,6 +25,23 @@ SEED = 20240601
 def log(message: str) -> None:
     # Progress goes to stderr so stdout carries only the final table.
     print(message, file=sys.stderr, flush=True)
+
+
+def drop_memoryd_environment() -> list[str]:
+    """Remove MEMORYD_* variables from this process, and forget the settings read from them.
+
+    The stacks under test run on defaults plus what the bench sets (`Stack` does not pass
+    MEMORYD_* on), so the bench's own work must too: a variable left in the shell (another
+    collection, a Qdrant URL, the e5 engine) would otherwise make the fill or the embedder
+    probe disagree with the stack. The settings are read once at import (the Celery app is
+    built then), so the cached copy is dropped as well: an engine chosen by a variable
+    already removed once gave the probe the prebuilt engine and the stack the host one.
+    """
+    dropped = sorted(key for key in os.environ if key.startswith("MEMORYD_"))
+    for key in dropped:
+        del os.environ[key]
+    get_settings.cache_clear()
+    return dropped
 
 
 def latency_summary(samples_s: Sequence[float]) -> dict[str, float]:

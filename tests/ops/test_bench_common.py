@@ -1,0 +1,49 @@
+"""The bench runs on defaults: MEMORYD_* variables in the shell reach neither its own
+settings nor the stacks it starts."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from ops.bench_common import drop_memoryd_environment
+from shared.settings import get_settings
+
+
+@pytest.fixture
+def fresh_settings() -> Iterator[None]:
+    """The whole environment back afterwards: the suite's own MEMORYD_* variables go too."""
+    saved = dict(os.environ)
+    get_settings.cache_clear()
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+    get_settings.cache_clear()
+
+
+@pytest.mark.usefixtures("fresh_settings")
+def test_dropped_variables_leave_the_cached_settings_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORYD_E5_ENGINE", "prebuilt")
+    monkeypatch.setenv("MEMORYD_QDRANT_URL", "http://127.0.0.1:1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    # Read once, as the Celery app's import does before any bench code runs.
+    assert get_settings().e5_engine == "prebuilt"
+    assert get_settings().qdrant_url == "http://127.0.0.1:1"
+
+    dropped = drop_memoryd_environment()
+
+    assert {"MEMORYD_E5_ENGINE", "MEMORYD_QDRANT_URL"} <= set(dropped)
+    assert not [key for key in os.environ if key.startswith("MEMORYD_")]
+    assert os.environ["OMP_NUM_THREADS"] == "2"  # only memoryd's own variables go
+    assert get_settings().e5_engine == "host"
+    assert get_settings().qdrant_url is None
+
+
+@pytest.mark.usefixtures("fresh_settings")
+def test_nothing_to_drop(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in [key for key in os.environ if key.startswith("MEMORYD_")]:
+        monkeypatch.delenv(key)
+    assert drop_memoryd_environment() == []
+    assert get_settings().e5_engine == "host"
