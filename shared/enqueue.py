@@ -11,7 +11,8 @@ from shared.commands import Command
 from shared.errors import QueueUnavailable
 from shared.identity import job_id_for
 from shared.models import JobStatus
-from shared.queue.names import QUEUE_OF, TaskName
+from shared.queue.names import TaskName
+from shared.queue.send import send
 from shared.runtime import Runtime
 from shared.schemas import JobAccepted
 
@@ -28,15 +29,7 @@ def submit(
     except RedisError as exc:
         raise QueueUnavailable(f"the queue is unreachable: {exc}") from exc
     try:
-        rt.celery.send_task(
-            task.value,
-            kwargs={"command": command.model_dump(mode="json")},
-            task_id=job_id,
-            queue=QUEUE_OF[task].value,
-            retry=True,
-            retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.2,
-                          "interval_max": 0.5},
-        )
+        send(rt.celery, task, {"command": command.model_dump(mode="json")}, job_id)
     except (OperationalError, RedisError, OSError) as exc:
         try:
             rt.jobs.discard(job_id)

@@ -20,7 +20,8 @@ from redis.exceptions import RedisError
 from shared.errors import Conflict, InvalidInput, NotFound, QueueUnavailable
 from shared.models import JobStatus, utcnow
 from shared.queue.jobs import failed_index
-from shared.queue.names import QUEUE_OF, TaskName
+from shared.queue.names import TaskName
+from shared.queue.send import send
 from shared.runtime import Runtime
 from shared.schemas import FailedJob, FailedJobPage, JobAccepted
 
@@ -145,12 +146,7 @@ def retry(rt: Runtime, tenant: str, job_id: str) -> JobAccepted:
                        field="job_id")
     kind = TaskName(_text(rt.redis.hget(_job_key(job_id), "kind")))
     try:
-        rt.celery.send_task(
-            kind.value, kwargs=json.loads(_text(value)), task_id=job_id,
-            queue=QUEUE_OF[kind].value, retry=True,
-            retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.2,
-                          "interval_max": 0.5},
-        )
+        send(rt.celery, kind, json.loads(_text(value)), job_id)
     except (OperationalError, RedisError, OSError) as exc:
         unclaim = rt.redis.register_script(_UNCLAIM)
         try:

@@ -39,7 +39,8 @@ from shared.errors import (
 from shared.keywords import keyword_vector
 from shared.logs import get_logger
 from shared.models import JobStatus, Owner
-from shared.queue.names import QUEUE_OF, TaskName
+from shared.queue.names import TaskName
+from shared.queue.send import send
 from shared.runtime import Runtime
 from shared.schemas import JobAccepted
 from shared.store import PointData, StoredPoint
@@ -311,9 +312,7 @@ def _release(rt: Runtime, job_id: str) -> None:
 
 
 def _send(rt: Runtime, task: TaskName, kwargs: dict[str, Any]) -> None:
-    rt.celery.send_task(task.value, kwargs=kwargs, queue=QUEUE_OF[task].value, retry=True,
-                        retry_policy={"max_retries": 2, "interval_start": 0,
-                                      "interval_step": 0.2, "interval_max": 0.5})
+    send(rt.celery, task, kwargs)
 
 
 def _text(value: Any) -> str:

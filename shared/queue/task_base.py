@@ -16,6 +16,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from shared.commands import Command
 from shared.errors import AppError, TransientError
 from shared.logs import get_logger
+from shared.queue.shown import arguments_shown, shown
 from shared.runtime import get_runtime
 from shared.settings import get_settings
 from shared.writes import MemoryWriter
@@ -24,6 +25,9 @@ C = TypeVar("C", bound=Command)
 
 log = get_logger("memoryd.task")
 _settings = get_settings()
+
+# Job results between a task's return and its `on_success`, by job id (one run at a time).
+_RESULTS: dict[str, dict[str, Any]] = {}
 
 TRANSIENT = (TransientError, RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError)
 
@@ -77,6 +81,10 @@ class MemoryTask(Task[Any, dict[str, Any]]):
         # own: such jobs keep retrying far longer than other transient failures.
         if max_retries is None and exc is not None and unavailable(exc):
             max_retries = _settings.task_unavailable_max_retries
+        # The re-sent message shows what the first one showed: no content (queue/shown.py).
+        options.setdefault("argsrepr", "()")
+        options.setdefault("kwargsrepr", arguments_shown(
+            kwargs if kwargs is not None else self.request.kwargs or {}))
         return super().retry(args, kwargs, exc, throw, eta, countdown, max_retries, **options)
 
     def on_retry(
@@ -87,12 +95,14 @@ class MemoryTask(Task[Any, dict[str, Any]]):
             get_runtime().jobs.mark_retrying(task_id, error_body(exc))
 
     def on_success(self, retval: Any, task_id: str, args: Any, kwargs: Any) -> None:
+        result = _RESULTS.pop(task_id, retval)
         if self.tracks_job:
-            get_runtime().jobs.mark_succeeded(task_id, retval if isinstance(retval, dict) else {})
+            get_runtime().jobs.mark_succeeded(task_id, result if isinstance(result, dict) else {})
 
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
     ) -> None:
+        _RESULTS.pop(task_id, None)
         log.error("task_failed", error=str(exc), exc_info=not isinstance(exc, AppError),
                   **_origin(task_id, kwargs))
         if self.tracks_job:
@@ -108,7 +118,7 @@ class MemoryTask(Task[Any, dict[str, Any]]):
             # A redelivered message of a job that already succeeded does nothing again.
             done = get_runtime().jobs.begin(job_id) if self.tracks_job else None
             if done is not None:
-                return done
+                return self._finished(job_id, done)
             rt = get_runtime()
             # One index generation for the whole run: a re-embedding switches between tasks.
             # The run is a session of the document model: while other jobs (or searches) are
@@ -116,7 +126,15 @@ class MemoryTask(Task[Any, dict[str, Any]]):
             with rt.index.writing(), rt.embedder.session():
                 result = action(MemoryWriter(rt), model.model_validate(command), job_id)
             log.info("task_succeeded")
-            return result
+            return self._finished(job_id, result)
+
+    def _finished(self, job_id: str, result: dict[str, Any]) -> dict[str, Any]:
+        """The job's whole result waits for `on_success` (which runs after the task returns,
+        right before the ack), and Celery gets only its ids and sizes: its return value goes
+        into task events, so Flower (shared/queue/shown.py)."""
+        if self.tracks_job:
+            _RESULTS[job_id] = result
+        return shown(result)
 
     @contextmanager
     def context(self, command: dict[str, Any]) -> Iterator[str]:
@@ -137,9 +155,15 @@ class ReindexTask(MemoryTask):
     abstract = True
     tracks_job = False
 
+    def on_success(self, retval: Any, task_id: str, args: Any, kwargs: Any) -> None:
+        result = _RESULTS.pop(task_id, retval)
+        if self.tracks_job:
+            get_runtime().jobs.mark_succeeded(task_id, result if isinstance(result, dict) else {})
+
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
     ) -> None:
+        _RESULTS.pop(task_id, None)
         from shared import reindex
 
         super().on_failure(exc, task_id, args, kwargs, einfo)
