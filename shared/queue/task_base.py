@@ -63,7 +63,8 @@ class MemoryTask(Task[Any, dict[str, Any]]):
     max_retries = _settings.task_max_retries
     soft_time_limit = _settings.task_soft_time_limit_s
     time_limit = _settings.task_time_limit_s
-    # Bookkeeping tasks (access statistics) have no job a caller could ask about.
+    # Bookkeeping tasks (access statistics) have no job a caller could ask about. A task
+    # that tracks its job returns through `run_command`, which hands `on_success` its result.
     tracks_job = True
 
     def retry(
@@ -95,9 +96,11 @@ class MemoryTask(Task[Any, dict[str, Any]]):
             get_runtime().jobs.mark_retrying(task_id, error_body(exc))
 
     def on_success(self, retval: Any, task_id: str, args: Any, kwargs: Any) -> None:
-        result = _RESULTS.pop(task_id, retval)
-        if self.tracks_job:
-            get_runtime().jobs.mark_succeeded(task_id, result if isinstance(result, dict) else {})
+        # None: another delivery of the same job, run at the same time in this process,
+        # already recorded it (the writes are idempotent; the job succeeded once).
+        result = _RESULTS.pop(task_id, None)
+        if self.tracks_job and result is not None:
+            get_runtime().jobs.mark_succeeded(task_id, result)
 
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
@@ -156,9 +159,11 @@ class ReindexTask(MemoryTask):
     tracks_job = False
 
     def on_success(self, retval: Any, task_id: str, args: Any, kwargs: Any) -> None:
-        result = _RESULTS.pop(task_id, retval)
-        if self.tracks_job:
-            get_runtime().jobs.mark_succeeded(task_id, result if isinstance(result, dict) else {})
+        # None: another delivery of the same job, run at the same time in this process,
+        # already recorded it (the writes are idempotent; the job succeeded once).
+        result = _RESULTS.pop(task_id, None)
+        if self.tracks_job and result is not None:
+            get_runtime().jobs.mark_succeeded(task_id, result)
 
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
