@@ -74,3 +74,25 @@ def test_retry_after_failure_before_write(stack: Any, api: httpx.Client, user: s
     assert done["status"] == "succeeded", done
     assert done["attempts"] >= 2
     assert count(api, user) == 1
+
+
+def test_two_deliveries_at_once_make_one_memory_and_keep_the_whole_result(
+    stack: Any, api: httpx.Client, user: str
+) -> None:
+    job_id = f"job-twice-{user}"
+    command = command_for(user, "My bakery opens at six, 我的面包店六点开门")
+    assert stack.runtime.jobs.create(job_id, "tenant-a", TaskName.SAVE.value, None)
+    resend(stack, job_id, command)
+    resend(stack, job_id, command)  # the broker's duplicate, before the first has run
+    deadline = time.monotonic() + 30
+    while stack.runtime.jobs.peek(job_id).attempts < 2 or stack.runtime.redis.llen(
+        QUEUE_OF[TaskName.SAVE].value
+    ):
+        assert time.monotonic() < deadline, "the second delivery never ran"
+        time.sleep(0.05)
+    done = wait_job(api, job_id)
+    assert done["status"] == "succeeded", done
+    # The job keeps its whole result (Celery's short form of it is for task events only).
+    assert done["result"]["outcome"] == "added"
+    assert done["result"]["memory"]["content"] == command["content"]
+    assert count(api, user) == 1
