@@ -26,7 +26,8 @@ C = TypeVar("C", bound=Command)
 log = get_logger("memoryd.task")
 _settings = get_settings()
 
-# Job results between a task's return and its `on_success`, by job id (one run at a time).
+# Job results between a task's return and its `on_success`, by job id (a second delivery of
+# a job running at the same time shares its entry: see `on_success`).
 _RESULTS: dict[str, dict[str, Any]] = {}
 
 TRANSIENT = (TransientError, RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError)
@@ -158,17 +159,9 @@ class ReindexTask(MemoryTask):
     abstract = True
     tracks_job = False
 
-    def on_success(self, retval: Any, task_id: str, args: Any, kwargs: Any) -> None:
-        # None: another delivery of the same job, run at the same time in this process,
-        # already recorded it (the writes are idempotent; the job succeeded once).
-        result = _RESULTS.pop(task_id, None)
-        if self.tracks_job and result is not None:
-            get_runtime().jobs.mark_succeeded(task_id, result)
-
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
     ) -> None:
-        _RESULTS.pop(task_id, None)
         from shared import reindex
 
         super().on_failure(exc, task_id, args, kwargs, einfo)
