@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, status
+from starlette.concurrency import run_in_threadpool
 
 from api.deps import RequestIdDep, RuntimeDep, TenantDep
 from api.responses import ERROR_RESPONSES
@@ -23,7 +24,7 @@ router = APIRouter(prefix="/v1", tags=["interactions"], responses=ERROR_RESPONSE
     response_model=JobAccepted,
     responses={401: {"model": ErrorBody}, 413: {"model": ErrorBody}, 422: {"model": ErrorBody}},
 )
-def post_interaction(
+async def post_interaction(
     req: InteractionRequest, rt: RuntimeDep, tenant: TenantDep, request_id: RequestIdDep
 ) -> JobAccepted:
     """Accept an interaction in milliseconds; memory work happens in a worker."""
@@ -42,4 +43,6 @@ def post_interaction(
     )
     # LLM work has its own queue: a slow model never holds up raw or rules ingestion.
     task = TaskName.EXTRACT_LLM if mode is ExtractMode.LLM else TaskName.INGEST
-    return submit(rt, task, command, req.idempotency_key)
+    # One worker-thread hop for the Redis calls; an `async def` route also keeps FastAPI from
+    # validating the response in yet another thread (as the search route does).
+    return await run_in_threadpool(submit, rt, task, command, req.idempotency_key)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, status
+from starlette.concurrency import run_in_threadpool
 
 from api.deps import RuntimeDep, TenantDep
 from api.responses import ERROR_RESPONSES
@@ -16,9 +17,10 @@ router = APIRouter(prefix="/v1", tags=["jobs"], responses=ERROR_RESPONSES)
 
 
 @router.get("/jobs/{job_id}", response_model=JobView)
-def get_job(job_id: str, rt: RuntimeDep, tenant: TenantDep) -> JobView:
+async def get_job(job_id: str, rt: RuntimeDep, tenant: TenantDep) -> JobView:
     """Needs scope `read`."""
-    return rt.jobs.get(job_id, tenant)
+    # Polled while callers wait: one worker-thread hop, as for the write it follows.
+    return await run_in_threadpool(rt.jobs.get, job_id, tenant)
 
 
 @router.get("/jobs", response_model=FailedJobPage)
