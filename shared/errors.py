@@ -100,6 +100,13 @@ class EmbedderError(PermanentError):
     code = "embedder_error"
 
 
+class CommandInvalid(PermanentError):
+    """A task's command does not validate in the worker (a gateway of another version sent
+    it): the job fails naming the fields, never echoing their values."""
+
+    code = "command_invalid"
+
+
 class StoreRejected(PermanentError):
     """Qdrant refused a request (4xx): its answer is the reason."""
 

@@ -10,11 +10,12 @@ from typing import Any, TypeVar
 import structlog
 from billiard.einfo import ExceptionInfo
 from celery import Task
+from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from shared.commands import Command
-from shared.errors import AppError, TransientError
+from shared.errors import AppError, CommandInvalid, TransientError
 from shared.logs import get_logger
 from shared.queue.shown import arguments_shown, shown
 from shared.runtime import get_runtime
@@ -51,6 +52,23 @@ def _origin(task_id: str, kwargs: Any) -> dict[str, Any]:
     command = kwargs.get("command") if isinstance(kwargs, dict) else None
     request_id = command.get("request_id") if isinstance(command, dict) else None
     return {"task_id": task_id, "job_id": task_id, "request_id": request_id}
+
+
+def parse_command(model: type[C], command: dict[str, Any]) -> C:
+    """The command as its model, or `CommandInvalid` with the failing fields and reasons: a
+    validation error's own text quotes the input, the user's messages before redaction, and
+    it would reach the job's error, the logs and task events."""
+    try:
+        return model.model_validate(command)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False, include_context=False)
+
+        def path(loc: tuple[int | str, ...]) -> str:
+            return ".".join(str(part) for part in loc)
+
+        problems = "; ".join(f"{path(e['loc']) or 'command'}: {e['type']}" for e in errors[:10])
+        raise CommandInvalid(f"the task's {model.__name__} does not validate: {problems}",
+                             field=path(errors[0]["loc"]) or None) from None
 
 
 class MemoryTask(Task[Any, dict[str, Any]]):
@@ -127,8 +145,9 @@ class MemoryTask(Task[Any, dict[str, Any]]):
             # One index generation for the whole run: a re-embedding switches between tasks.
             # The run is a session of the document model: while other jobs (or searches) are
             # between their model calls, e5 runs narrow instead of spinning a wide team.
+            parsed = parse_command(model, command)
             with rt.index.writing(), rt.embedder.session():
-                result = action(MemoryWriter(rt), model.model_validate(command), job_id)
+                result = action(MemoryWriter(rt), parsed, job_id)
             log.info("task_succeeded")
             return self._finished(job_id, result)
 

@@ -15,10 +15,12 @@ import httpx
 import redis
 from celery import Celery
 from conftest import redis_db_url
+from helpers import wait_job
 from up_process import start_up, wait_ready
 
 from shared.locks import user_lock
 from shared.models import Owner
+from shared.queue.names import QUEUE_OF, TaskName
 from shared.queue.shown import arguments_shown, shown
 from shared.redis_runtime import free_port
 
@@ -123,3 +125,23 @@ def test_task_events_of_a_retried_write_carry_no_content(
     # The caller still reads what was stored (redacted) from the job.
     assert SECRET_TEXT in json.dumps(job["result"], ensure_ascii=False)
     assert SECRET_MAIL not in json.dumps(job["result"])
+
+
+def test_a_command_that_does_not_validate_fails_naming_fields_not_values(
+    stack: Any, api: httpx.Client, user: str
+) -> None:
+    # As a gateway of another version might send it: a role this worker does not know.
+    job_id = f"job-invalid-{user}"
+    command = {"tenant_id": "tenant-a", "user_id": user, "received_at": "2026-12-01T05:00:00Z",
+               "scope": "global", "extract": "raw", "store_roles": ["user"],
+               "messages": [{"role": "robot", "content": f"my mail is {SECRET_MAIL}"}]}
+    assert stack.runtime.jobs.create(job_id, "tenant-a", TaskName.INGEST.value, None)
+    stack.runtime.celery.send_task(TaskName.INGEST.value, kwargs={"command": command},
+                                   task_id=job_id, queue=QUEUE_OF[TaskName.INGEST].value)
+    view = wait_job(api, job_id)
+    assert view["status"] == "failed", view
+    assert view["attempts"] == 1  # permanent: never retried
+    assert view["error"]["code"] == "command_invalid"
+    assert view["error"]["field"] == "messages.0.role"
+    assert "IngestCommand does not validate: messages.0.role: enum" in view["error"]["message"]
+    assert SECRET_MAIL not in json.dumps(view)
