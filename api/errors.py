@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from redis.exceptions import RedisError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from shared.errors import AppError, QueueUnavailable, RateLimited
+from shared.errors import AppError, QueueUnavailable, RateLimited, field_path
 from shared.logs import get_logger
 
 log = get_logger("memoryd.api")
@@ -36,10 +36,7 @@ def _body(code: str, message: str, field: str | None = None) -> dict[str, Any]:
 
 def _field_of(loc: tuple[Any, ...], message: str) -> str | None:
     # The first element says where (body, query, path, header); the rest is the field.
-    parts = [str(p) for p in (loc[1:] if loc and loc[0] in _SOURCES else loc)]
-    path = ""
-    for part in parts:
-        path += f"[{part}]" if part.isdigit() else (f".{part}" if path else part)
+    path = field_path(loc[1:] if loc and loc[0] in _SOURCES else loc)
     if not path and ": " in message:
         # Model-level checks start their message with the field they are about.
         candidate = message.split("Value error, ", 1)[-1].split(": ", 1)[0]

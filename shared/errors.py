@@ -6,7 +6,16 @@ workers retry `TransientError` and fail the job on `PermanentError`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar
+
+
+def field_path(parts: Iterable[Any]) -> str:
+    """A pydantic error location as error bodies name fields: `messages[0].role`."""
+    path = ""
+    for part in map(str, parts):
+        path += f"[{part}]" if part.isdigit() else (f".{part}" if path else part)
+    return path
 
 
 class AppError(Exception):

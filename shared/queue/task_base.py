@@ -15,7 +15,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from shared.commands import Command
-from shared.errors import AppError, CommandInvalid, TransientError
+from shared.errors import AppError, CommandInvalid, TransientError, field_path
 from shared.logs import get_logger
 from shared.queue.shown import arguments_shown, shown
 from shared.runtime import get_runtime
@@ -62,13 +62,10 @@ def parse_command(model: type[C], command: dict[str, Any]) -> C:
         return model.model_validate(command)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False, include_context=False)
-
-        def path(loc: tuple[int | str, ...]) -> str:
-            return ".".join(str(part) for part in loc)
-
-        problems = "; ".join(f"{path(e['loc']) or 'command'}: {e['type']}" for e in errors[:10])
+        problems = "; ".join(f"{field_path(e['loc']) or 'command'}: {e['type']}"
+                             for e in errors[:10])
         raise CommandInvalid(f"the task's {model.__name__} does not validate: {problems}",
-                             field=path(errors[0]["loc"]) or None) from None
+                             field=field_path(errors[0]["loc"]) or None) from None
 
 
 class MemoryTask(Task[Any, dict[str, Any]]):

@@ -142,6 +142,6 @@ def test_a_command_that_does_not_validate_fails_naming_fields_not_values(
     assert view["status"] == "failed", view
     assert view["attempts"] == 1  # permanent: never retried
     assert view["error"]["code"] == "command_invalid"
-    assert view["error"]["field"] == "messages.0.role"
-    assert "IngestCommand does not validate: messages.0.role: enum" in view["error"]["message"]
+    assert view["error"]["field"] == "messages[0].role"  # named as the API names fields
+    assert "IngestCommand does not validate: messages[0].role: enum" in view["error"]["message"]
     assert SECRET_MAIL not in json.dumps(view)
