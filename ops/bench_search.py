@@ -164,15 +164,18 @@ def embedder_probe(embedder: Embedder, questions: Sequence[str], n: int) -> dict
     }
 
 
-def question_slices(questions: Sequence[str], sizes: int, per_size: int) -> list[list[str]]:
-    """Per stack, `per_size` distinct questions; stacks start at different offsets.
+def question_slices(
+    questions: Sequence[str], sizes: int, per_size: int, extra: int = 0,
+) -> list[list[str]]:
+    """Per stack, `per_size` distinct questions and `extra` more; stacks start at different
+    offsets (`per_size` apart, so the first `per_size` do not depend on `extra`).
 
     Each stack is a fresh process with an empty query cache, so reuse across stacks (only
     when there are fewer questions than the run needs) cannot hit that cache.
     """
-    if per_size > len(questions):
+    if per_size + extra > len(questions):
         raise ValueError(
-            f"{per_size} searches per size need as many distinct questions; "
+            f"{per_size + extra} searches per size need as many distinct questions; "
             f"LoCoMo has {len(questions)}"
         )
     order = np.random.default_rng(SEED).permutation(len(questions))
@@ -181,7 +184,7 @@ def question_slices(questions: Sequence[str], sizes: int, per_size: int) -> list
     for k in range(sizes):
         start = (k * per_size) % len(shuffled)
         rotated = shuffled[start:] + shuffled[:start]
-        slices.append(rotated[:per_size])
+        slices.append(rotated[:per_size + extra])
     return slices
 
 
@@ -198,7 +201,7 @@ def run_search_phase(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, 
     probe = embedder_probe(embedder, locomo.questions, opts.probe_n)
 
     per_size = opts.search_n + opts.concurrent_n
-    slices = question_slices(locomo.questions, len(opts.sizes), per_size)
+    slices = question_slices(locomo.questions, len(opts.sizes), per_size, opts.empty_n)
     results: list[dict[str, Any]] = []
     for index, size in enumerate(opts.sizes):
         users = size // opts.per_user
@@ -211,9 +214,11 @@ def run_search_phase(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, 
         log(f"  filled {fill.points} points in {fill.seconds:.1f} s "
             f"({fill.points_per_s:.0f} points/s); starting the stack")
         rng = np.random.default_rng(SEED + 7 * size)
-        queries = slices[index]
+        queries, spare = slices[index][:per_size], slices[index][per_size:]
         targets = [user_name(int(u)) for u in rng.integers(0, users, len(queries))]
         jobs = list(zip(targets, queries, strict=True))
+        # Users past the filled ones have no memories: the same requests, minus candidates.
+        empty_jobs = [(user_name(users + i % opts.clients), q) for i, q in enumerate(spare)]
         one_jobs, many_jobs = jobs[:opts.search_n], jobs[opts.search_n:]
         with Stack(f"search-{size}", data_dir, workdir, opts.embedder,
                    extra_env=opts.stack_env) as stack:
@@ -236,6 +241,15 @@ def run_search_phase(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, 
             log(f"  {opts.clients} clients: {len(many_jobs)} searches")
             with stack.cpu_meter() as many_cpu:
                 many = run_concurrent(stack, many_jobs, opts.clients)
+            empty: dict[str, Any] | None = None
+            if empty_jobs:
+                log(f"  {opts.clients} clients, users with no memories: {len(empty_jobs)} "
+                    "searches")
+                with stack.cpu_meter() as empty_cpu:
+                    empty_run = run_concurrent(stack, empty_jobs, opts.clients)
+                if any(empty_run.hits):
+                    raise RuntimeError("searches for users with no memories found some")
+                empty = {**empty_run.summary(), "cpu": empty_cpu.result}
             memory = stack.memory()
             # The host's speed drifts by a quarter within the hour, so the bound a run is
             # compared with is measured right after it, with the stack idle beside it.
@@ -249,6 +263,11 @@ def run_search_phase(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, 
             concurrent["throughput_req_per_s"] / beside["bound_queries_per_s"], 3
         )
         concurrent["cpu"] = many_cpu.result
+        if empty is not None:
+            empty["clients"] = opts.clients
+            empty["share_of_embedder_bound"] = round(
+                empty["throughput_req_per_s"] / beside["bound_queries_per_s"], 3
+            )
         one_summary = one.summary()
         one_summary.pop("throughput_req_per_s")
         one_summary["cpu"] = one_cpu.result
@@ -266,6 +285,10 @@ def run_search_phase(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, 
             },
             "one_client": one_summary,
             "concurrent": concurrent,
+            # The same clients and requests for users with no memories: what a search costs
+            # the stack before any candidate (HTTP, auth, validation, the query embedding,
+            # the keyword vector, a store call that finds nothing).
+            "concurrent_no_memories": empty,
             "stack_memory": {**memory, "pid_kind": "memoryd up (gateway + in-process worker)"},
         })
     return {

@@ -35,7 +35,7 @@ def test_bench_runs_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
         sys.executable, str(ROOT / "ops" / "bench.py"),
         "--embedder", "e5-small", "--sizes", "200", "--per-user", "100",
         "--enqueue-n", "20", "--ingest-n", "20", "--search-n", "20", "--concurrent-n", "24",
-        "--clients", "4", "--probe-n", "20", "--pool-limit", "150",
+        "--empty-n", "12", "--clients", "4", "--probe-n", "20", "--pool-limit", "150",
         "--locomo", str(LOCOMO), "--out", str(out),
         "--cache-dir", str(tmp_path / "cache"), "--work-dir", str(tmp_path / "work"),
     ]
@@ -81,6 +81,13 @@ def test_bench_runs_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
     assert concurrent["share_of_embedder_bound"] == round(
         concurrent["throughput_req_per_s"]
         / concurrent["embedder_bound_beside"]["bound_queries_per_s"], 3)
+
+    # The same clients for users that have no memories: every search answered, none found.
+    empty = size["concurrent_no_memories"]
+    assert empty["searches"] == 12 and empty["errors"] == 0 and empty["results_mean"] == 0
+    assert empty["clients"] == 4
+    _positive(empty, "throughput_req_per_s", "share_of_embedder_bound", "latency.p99_ms")
+    assert "users with no memories" in proc.stdout
 
     _positive(report, "gateway_rss.vmhwm_mib")
     assert report["gateway_rss"]["after_search_at"] == 200
