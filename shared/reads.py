@@ -135,6 +135,12 @@ def reranked(rt: Runtime, owner: Owner, req: SearchRequest, scored: list[Scored]
     return head
 
 
+def list_depth(depth: int, top_k: int) -> int:
+    """Each ranked list's depth: `depth` at top_k 10 and below, in proportion above, so a
+    page is never deeper than its lists (the setting is at least 10)."""
+    return max(depth, top_k * depth // 10)
+
+
 def search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
     # The whole search is one session of the query model: with concurrent searches, e5 runs
     # on narrow teams instead of spinning a wide one against the others' Python work.
@@ -165,7 +171,7 @@ def _search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
         queries.append(VectorQuery(SPARSE, keywords))
     # Fusion, neighbours and rescoring reorder, so each list goes deeper than the page:
     # LoCoMo recall@10 is 0.589 → 0.602 from depth 40 to 100 (docs/retrieval.md).
-    depth = max(req.top_k * 10, 100)
+    depth = list_depth(rt.settings.search_depth, req.top_k)
     lists = rt.store.search_many(owner, live_search_conditions(rt, owner, req), queries, depth,
                                  SCORING_FIELDS)
     dense_hits = lists[0] if req.mode is not SearchMode.KEYWORD else []

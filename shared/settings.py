@@ -76,6 +76,9 @@ class Settings(BaseSettings):
     search_access_flush_s: float = Field(30.0, gt=0, le=300)
     search_neighbour_weight: float = Field(0.2, ge=0, le=1)
     search_context_hits: int = Field(2, ge=0, le=10)
+    # How deep each ranked list (dense, keyword) goes at top_k 10, in proportion beyond: fewer
+    # candidates are faster and recall less (docs/retrieval.md).
+    search_depth: int = Field(100, ge=10, le=1000)
     # Optional rerank (`rerank: true`): a reranking server speaking the Cohere/Jina
     # `POST {url}/rerank` protocol (vLLM, llama.cpp --reranking, Infinity, Xinference).
     rerank_url: str | None = None
