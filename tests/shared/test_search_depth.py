@@ -17,9 +17,10 @@ def test_the_default_is_the_depth_measured_for_recall() -> None:
 
 @pytest.mark.parametrize("depth", [10, 30, 50, 100, 1000])
 def test_a_page_is_never_deeper_than_its_lists(depth: int) -> None:
-    for top_k in range(1, 101):  # the API's top_k range
-        assert list_depth(depth, top_k) >= top_k
-        assert list_depth(depth, top_k) == (depth if top_k <= 10 else top_k * depth // 10)
+    depths = [list_depth(depth, top_k) for top_k in range(1, 101)]  # the API's top_k range
+    assert all(d >= top_k for top_k, d in enumerate(depths, start=1))
+    assert depths[:10] == [depth] * 10  # the setting itself up to top_k 10
+    assert depths == sorted(depths)  # a larger page never gets shallower lists
 
 
 @pytest.mark.parametrize("value", ["9", "0", "-5", "1001", "deep"])
