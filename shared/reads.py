@@ -28,7 +28,7 @@ from shared.schemas import (
     SearchRequest,
     SearchResponse,
 )
-from shared.store import DENSE, SCORING_FIELDS, SPARSE, StoredPoint, VectorQuery
+from shared.store import DENSE, SPARSE, VectorQuery
 from shared.store.conditions import (
     AllOf,
     AnyOf,
@@ -73,11 +73,12 @@ def live_search_conditions(rt: Runtime, owner: Owner, req: SearchRequest) -> lis
 
 @dataclass
 class Scored:
+    id: str
     final: float
-    point: StoredPoint
-    cand: scoring.Candidate
+    lists: scoring.ListScores
     rel: float
     parts: dict[str, float]
+    place: tuple[str, int] | None  # (thread id, position in it)
     context_of: str | None = None
     rerank: float | None = None
 
@@ -87,34 +88,31 @@ def with_next_turns(
 ) -> list[Scored]:
     """The turn after each of the best hits, placed right after it: the answer to a
     question often follows the turn that matches it (measured: docs/retrieval.md)."""
-    def place(s: Scored) -> tuple[str | None, int | None]:
-        seq = s.point.payload.get("thread_seq")
-        return s.point.payload.get("thread_id"), seq if isinstance(seq, int) else None
-
-    top = [s for s in scored[: rt.search_weights.context_hits] if None not in place(s)]
+    top = [s for s in scored[: rt.search_weights.context_hits] if s.place is not None]
     if not top:
         return scored
     wanted = OneOf(tuple(
-        AllOf((Match("thread_id", str(thread)), Match("thread_seq", int(seq or 0) + 1)))
-        for thread, seq in map(place, top)
+        AllOf((Match("thread_id", thread), Match("thread_seq", seq + 1)))
+        for thread, seq in (s.place for s in top if s.place is not None)
     ))
     found = rt.store.find(owner, [*live_search_conditions(rt, owner, req), wanted],
                           limit=len(top))
     after = {(p.payload.get("thread_id"), p.payload.get("thread_seq")): p for p in found}
-    top_ids = {s.point.id for s in top}
+    top_ids = {s.id for s in top}
     out: list[Scored] = []
     seen: set[str] = set()
     for s in scored:
-        if s.point.id in seen:
+        if s.id in seen:
             continue
         out.append(s)
-        seen.add(s.point.id)
-        thread, seq = place(s)
-        nxt = after.get((thread, (seq or 0) + 1))
-        if s.point.id in top_ids and nxt is not None and nxt.id not in seen:
+        seen.add(s.id)
+        if s.id not in top_ids or s.place is None:
+            continue
+        nxt = after.get((s.place[0], s.place[1] + 1))
+        if nxt is not None and nxt.id not in seen:
             parts = scoring.boosts(nxt.payload, as_of, rt.search_weights)
-            out.append(Scored(s.final, nxt, scoring.Candidate(nxt), s.rel, parts,
-                              context_of=s.point.id))
+            out.append(Scored(nxt.id, s.final, scoring.ListScores(), s.rel, parts,
+                              (s.place[0], s.place[1] + 1), context_of=s.id))
             seen.add(nxt.id)
     return out
 
@@ -125,14 +123,30 @@ def reranked(rt: Runtime, owner: Owner, req: SearchRequest, scored: list[Scored]
     head are dropped: their fused scores are not comparable with the reranked ones."""
     head = scored[: max(rt.settings.rerank_depth, req.top_k)]
     texts = {p.id: str(p.payload.get("content", ""))
-             for p in rt.store.get(owner, [s.point.id for s in head])}
-    head = [s for s in head if s.point.id in texts]
-    scores = rt.reranker.scores(req.query, [texts[s.point.id] for s in head])
+             for p in rt.store.get(owner, [s.id for s in head])}
+    head = [s for s in head if s.id in texts]
+    scores = rt.reranker.scores(req.query, [texts[s.id] for s in head])
     for item, score in zip(head, scores, strict=True):
         item.rel = item.rerank = score
         item.final = scoring.final_score(score, item.parts, rt.search_weights)
     head.sort(key=lambda item: item.final, reverse=True)
     return head
+
+
+def best_candidates(
+    c: scoring.Candidates, final: np.ndarray, rels: np.ndarray, parts: np.ndarray,
+    count: int, min_score: float | None,
+) -> list[Scored]:
+    """The `count` best candidates by final score (ties keep list order), as records."""
+    order = np.argsort(-final, kind="stable")
+    if min_score is not None:
+        order = order[final[order] >= min_score]
+    return [
+        Scored(c.ids[i], float(final[i]), c.list_scores(i), float(rels[i]),
+               dict(zip(scoring.BOOSTS, map(float, parts[i]), strict=True)),
+               c.lists.thread_of(i))
+        for i in order[:count].tolist()
+    ]
 
 
 def list_depth(depth: int, top_k: int) -> int:
@@ -172,45 +186,44 @@ def _search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
     # Fusion, neighbours and rescoring reorder, so each list goes deeper than the page:
     # LoCoMo recall@10 is 0.589 → 0.602 from depth 40 to 100 (docs/retrieval.md).
     depth = list_depth(rt.settings.search_depth, req.top_k)
-    lists = rt.store.search_many(owner, live_search_conditions(rt, owner, req), queries, depth,
-                                 SCORING_FIELDS)
-    dense_hits = lists[0] if req.mode is not SearchMode.KEYWORD else []
-    keyword_hits = lists[-1] if keywords is not None else []
+    lists = rt.store.search_candidates(owner, live_search_conditions(rt, owner, req), queries,
+                                       depth)
     as_of = req.as_of or utcnow()
-    candidates = scoring.merge(dense_hits, keyword_hits)
+    candidates = scoring.Candidates.of(
+        lists, 0 if req.mode is not SearchMode.KEYWORD else None,
+        len(queries) - 1 if keywords is not None else None)
     share = scoring.dense_weight(req.query, weights)
     embedder = rt.embedder.name  # a property that reads the active index: once, not per hit
-    rels = {c.point.id: scoring.relevance(c, req.mode, embedder, weights, share)
-            for c in candidates}
+    rels = scoring.relevance(candidates, req.mode, embedder, weights, share)
     if req.mode is SearchMode.HYBRID:
         rels = scoring.smooth_by_neighbours(candidates, rels, weights)
-    scored = []
-    for cand in candidates:
-        rel = rels[cand.point.id]
-        parts = scoring.boosts(cand.point.payload, as_of, weights)
-        scored.append(Scored(scoring.final_score(rel, parts, weights), cand.point, cand, rel,
-                             parts))
-    scored.sort(key=lambda item: item.final, reverse=True)
+    parts = scoring.boost_columns(candidates, as_of, weights)
+    final = scoring.final_scores(rels, parts, weights)
+    # Records only for what can reach the page: the reranker's head, else the page itself
+    # (the next turns added below come from the store, not from the candidates).
+    head = max(rt.settings.rerank_depth, req.top_k) if req.rerank else req.top_k
+    scored = best_candidates(candidates, final, rels, parts, head,
+                             None if req.rerank else req.min_score)
     if req.rerank:
         scored = reranked(rt, owner, req, scored)
-    if req.min_score is not None:
-        scored = [s for s in scored if s.final >= req.min_score]
+        if req.min_score is not None:
+            scored = [s for s in scored if s.final >= req.min_score]
     if req.mode is SearchMode.HYBRID and weights.context_hits:
         scored = with_next_turns(rt, owner, req, scored, as_of)
     page = scored[: req.top_k]
     # Candidates carry only what scoring reads; the page gets its full records in one call.
-    full = {p.id: p.payload for p in rt.store.get(owner, [s.point.id for s in page])}
+    full = {p.id: p.payload for p in rt.store.get(owner, [s.id for s in page])}
     hits = [
         SearchHit(
-            memory=MemoryView.of(MemoryRecord.from_payload(s.point.id, full[s.point.id])),
+            memory=MemoryView.of(MemoryRecord.from_payload(s.id, full[s.id])),
             score=round(s.final, 6), label=scoring.label(s.final),
             context_of=s.context_of,
-            explanation=scoring.explanation(s.cand, s.rel, s.parts, s.final, s.rerank)
+            explanation=scoring.explanation(s.lists, s.rel, s.parts, s.final, s.rerank)
             if req.explain
             else None,
         )
         for s in page
-        if s.point.id in full
+        if s.id in full
     ]
     hits = order_conflicts(hits)
     return SearchResponse(results=hits, took_ms=round((time.perf_counter() - started) * 1000, 3))

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from shared.schemas import ScoreExplanation, SearchMode
-from shared.store import StoredPoint
+from shared.store import RankedLists
+from shared.store.scoring_table import ACCESS, IMPORTANCE, OCCURRED, SEQ, THREAD
 
 # Cosine → relevance, per embedder: (cosine of an unrelated text, cosine of a strong match).
 # e5-small's cosines sit in a narrow high band; USE's spread over most of [0, 1].
@@ -40,34 +43,59 @@ class Weights:
     context_hits: int = 2  # the best hits that bring their next turn along
 
 
-@dataclass
-class Candidate:
-    point: StoredPoint
+@dataclass(frozen=True)
+class ListScores:
+    """Where a candidate stood in each ranked list (None: not in that list)."""
+
     dense: float | None = None
     dense_rank: int | None = None
     keyword: float | None = None
     keyword_rank: int | None = None
-    parts: dict[str, float] = field(default_factory=dict)
 
 
-def dense_relevance(cosine: float, embedder: str) -> float:
+@dataclass
+class Candidates:
+    """A search's candidates as columns (`ids[i]` is row i): each list's score and 1-based
+    rank (NaN and 0 where a candidate is not in that list), and the scoring fields."""
+
+    ids: list[str]
+    dense: np.ndarray
+    dense_rank: np.ndarray
+    keyword: np.ndarray
+    keyword_rank: np.ndarray
+    lists: RankedLists
+
+    @classmethod
+    def of(cls, lists: RankedLists, dense: int | None, keyword: int | None) -> Candidates:
+        """`dense` and `keyword`: which of the store's lists is which (None: not searched)."""
+        position = {point_id: i for i, point_id in enumerate(lists.ids)}
+        columns = []
+        for which in (dense, keyword):
+            score, rank = np.full(len(position), np.nan), np.zeros(len(position), np.int64)
+            if which is not None:
+                point_ids, scores = lists.lists[which]
+                at = np.fromiter(map(position.__getitem__, point_ids), np.int64, len(point_ids))
+                score[at] = scores
+                rank[at] = np.arange(1, len(at) + 1)
+            columns += [score, rank]
+        return cls(lists.ids, columns[0], columns[1], columns[2], columns[3], lists)
+
+    def list_scores(self, i: int) -> ListScores:
+        def opt_float(v: float) -> float | None:
+            return None if math.isnan(v) else float(v)
+        return ListScores(opt_float(self.dense[i]), int(self.dense_rank[i]) or None,
+                          opt_float(self.keyword[i]), int(self.keyword_rank[i]) or None)
+
+
+def dense_relevance(cosine: np.ndarray, embedder: str) -> np.ndarray:
     low, high = DENSE_CALIBRATION.get(embedder, DEFAULT_DENSE_CALIBRATION)
-    return min(max((cosine - low) / (high - low), 0.0), 1.0)
+    return np.asarray(np.clip((cosine - low) / (high - low), 0.0, 1.0))
 
 
-def keyword_relevance(score: float, half: float) -> float:
+def keyword_relevance(score: np.ndarray, half: float) -> np.ndarray:
     # Saturating: keyword scores are unbounded sums of IDF-weighted matches.
-    return score / (score + half) if score > 0 else 0.0
-
-
-def merge(dense: list[StoredPoint], keyword: list[StoredPoint]) -> list[Candidate]:
-    by_id: dict[str, Candidate] = {}
-    for rank, point in enumerate(dense, start=1):
-        by_id[point.id] = Candidate(point, dense=point.score, dense_rank=rank)
-    for rank, point in enumerate(keyword, start=1):
-        found = by_id.setdefault(point.id, Candidate(point))
-        found.keyword, found.keyword_rank = point.score, rank
-    return list(by_id.values())
+    positive = np.maximum(score, 0.0)
+    return np.asarray(positive / (positive + half))
 
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -83,40 +111,51 @@ def dense_weight(query: str, w: Weights) -> float:
 
 
 def relevance(
-    c: Candidate, mode: SearchMode, embedder: str, w: Weights, dense_share: float
-) -> float:
-    d = dense_relevance(c.dense, embedder) if c.dense is not None else 0.0
-    k = keyword_relevance(c.keyword, w.keyword_half) if c.keyword is not None else 0.0
+    c: Candidates, mode: SearchMode, embedder: str, w: Weights, dense_share: float
+) -> np.ndarray:
+    d = np.nan_to_num(dense_relevance(c.dense, embedder), nan=0.0)
+    k = np.nan_to_num(keyword_relevance(c.keyword, w.keyword_half), nan=0.0)
     if mode is SearchMode.DENSE:
-        return d
+        return np.asarray(d)
     if mode is SearchMode.KEYWORD:
-        return k
+        return np.asarray(k)
     if w.fusion == "rrf":
         # Rank fusion orders the list; scaled so that first in both lists is 1.
-        rrf = sum(1.0 / (w.rrf_k + r) for r in (c.dense_rank, c.keyword_rank) if r is not None)
-        return rrf / (2.0 / (w.rrf_k + 1))
-    return dense_share * d + (1 - dense_share) * k
+        rrf = sum(np.where(rank > 0, 1.0 / (w.rrf_k + rank), 0.0)
+                  for rank in (c.dense_rank, c.keyword_rank))
+        return np.asarray(rrf / (2.0 / (w.rrf_k + 1)))
+    return np.asarray(dense_share * d + (1 - dense_share) * k)
 
 
-def smooth_by_neighbours(
-    candidates: list[Candidate], rels: dict[str, float], w: Weights
-) -> dict[str, float]:
+def smooth_by_neighbours(c: Candidates, rels: np.ndarray, w: Weights) -> np.ndarray:
     """A turn next to a relevant turn of the same thread is likelier relevant itself."""
-    if w.neighbour <= 0:
+    if w.neighbour <= 0 or len(rels) < 2:
         return rels
-    by_thread: dict[str, list[tuple[int, str]]] = {}
-    for c in candidates:
-        thread, seq = c.point.payload.get("thread_id"), c.point.payload.get("thread_seq")
-        if thread and isinstance(seq, int):
-            by_thread.setdefault(thread, []).append((seq, c.point.id))
-    smoothed = dict(rels)
-    for turns in by_thread.values():
-        for seq, pid in turns:
-            near = [rels[other] for s, other in turns
-                    if other != pid and abs(s - seq) <= w.neighbour_span]
-            if near:
-                smoothed[pid] = min(rels[pid] + w.neighbour * max(near), 1.0)
-    return smoothed
+    thread, seq = c.lists.fields[:, THREAD], c.lists.fields[:, SEQ]
+    near = ((thread[:, None] == thread[None, :]) & (thread[:, None] >= 0)
+            & (np.abs(seq[:, None] - seq[None, :]) <= w.neighbour_span))
+    np.fill_diagonal(near, False)
+    best = np.where(near, rels[None, :], -np.inf).max(axis=1)
+    return np.where(np.isfinite(best), np.minimum(rels + w.neighbour * best, 1.0), rels)
+
+
+def boost_columns(c: Candidates, as_of: datetime, w: Weights) -> np.ndarray:
+    """Recency, importance and access boosts, one row per candidate (as `boosts`)."""
+    fields = c.lists.fields
+    age_days = np.maximum((as_of.timestamp() - fields[:, OCCURRED]) / 86400.0, 0.0)
+    return np.stack([
+        np.exp(-math.log(2) * age_days / w.half_life_days),
+        (fields[:, IMPORTANCE] - 1) / 9.0,
+        1.0 - np.exp(-fields[:, ACCESS] / 5.0),
+    ], axis=1)
+
+
+def final_scores(rels: np.ndarray, parts: np.ndarray, w: Weights) -> np.ndarray:
+    boost = parts @ np.array([w.recency, w.importance, w.access])
+    return np.asarray(rels * (1.0 + boost) / (1.0 + w.recency + w.importance + w.access))
+
+
+BOOSTS = ("recency", "importance", "access")
 
 
 def boosts(payload: dict[str, Any], as_of: datetime, w: Weights) -> dict[str, float]:
@@ -146,7 +185,7 @@ def label(score: float) -> str:
 
 
 def explanation(
-    c: Candidate, rel: float, parts: dict[str, float], final: float,
+    c: ListScores, rel: float, parts: dict[str, float], final: float,
     rerank: float | None = None,
 ) -> ScoreExplanation:
     return ScoreExplanation(

@@ -41,7 +41,7 @@ class Settings(BaseSettings):
     collection: str = "memories"
     edge_search_threads: int = Field(1, ge=1, le=64)  # the embedded shard's search pool
     # Points whose scoring fields the embedded store keeps in memory (shared/store/
-    # field_cache.py; about 0.3 KB each); 0 turns it off.
+    # scoring_table.py; about 0.2 KB each); 0 turns it off.
     edge_field_cache_points: int = Field(200_000, ge=0)
 
     # Embeddings.

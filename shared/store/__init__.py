@@ -5,13 +5,13 @@ from __future__ import annotations
 from shared.settings import Settings
 from shared.store.base import (
     DENSE,
-    SCORING_FIELDS,
     SPARSE,
     PointData,
     Store,
     StoredPoint,
     VectorQuery,
 )
+from shared.store.scoring_table import SCORING_FIELDS, RankedLists
 
 
 def make_store(settings: Settings) -> Store:
@@ -29,10 +29,11 @@ def make_store(settings: Settings) -> Store:
 
     return EdgeStore(settings.edge_path, settings.collection,
                      search_threads=settings.edge_search_threads,
-                     cached_fields=SCORING_FIELDS, cache_points=settings.edge_field_cache_points)
+                     cache_points=settings.edge_field_cache_points)
 
 
 __all__ = [
-    "DENSE", "SCORING_FIELDS", "SPARSE", "PointData", "Store", "StoredPoint", "VectorQuery",
+    "DENSE", "SCORING_FIELDS", "SPARSE", "PointData", "RankedLists", "Store", "StoredPoint",
+    "VectorQuery",
     "make_store",
 ]

@@ -12,10 +12,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from shared import failpoints
 from shared.errors import EmbeddingModelMismatch
 from shared.models import AuditEvent, Owner
 from shared.store.conditions import AllOf, AnyOf, Between, Condition, IdIn, Match, NoneOf
+from shared.store.scoring_table import (
+    SCORING_FIELDS,
+    RankedLists,
+    ScoringTable,
+    ranked_lists,
+    union_ids,
+)
 
 DENSE = "dense"
 SPARSE = "keywords"
@@ -38,8 +47,6 @@ MEMORY_INDEXES: tuple[tuple[str, str], ...] = (
 AUDIT_INDEXES: tuple[tuple[str, str], ...] = (
     ("tenant_id", "keyword"), ("user_id", "keyword"), ("memory_id", "keyword"), ("at_ts", "float"),
 )
-# What a search reads of every candidate (shared/reads.py, shared/scoring.py).
-SCORING_FIELDS = ("occurred_at", "importance", "access_count", "thread_id", "thread_seq")
 SORT_FIELDS = {
     "created_at": "created_ts", "updated_at": "updated_ts", "importance": "importance_rank",
 }
@@ -138,6 +145,14 @@ class Store(ABC):
         if not queries:
             return []
         return self._search_batch(scoped(owner, conditions), queries, limit, None, fields)
+
+    def search_candidates(
+        self, owner: Owner, conditions: Sequence[Condition], queries: Sequence[VectorQuery],
+        limit: int,
+    ) -> RankedLists:
+        """`search_many` for rescoring: the lists' ids and scores, and every candidate's
+        scoring fields (`SCORING_FIELDS`) as columns."""
+        return self._search_candidates(scoped(owner, conditions), queries, limit)
 
     def find_across_owners(
         self, conditions: Sequence[Condition], limit: int
@@ -293,6 +308,17 @@ class Store(ABC):
         self, cond: AllOf, queries: Sequence[VectorQuery], limit: int,
         score_threshold: float | None, fields: Sequence[str] | None,
     ) -> list[list[StoredPoint]]: ...
+
+    def _search_candidates(
+        self, cond: AllOf, queries: Sequence[VectorQuery], limit: int
+    ) -> RankedLists:
+        results = self._search_batch(cond, queries, limit, None, SCORING_FIELDS) if queries else []
+        table = ScoringTable(capacity=sum(map(len, results)))
+        table.add({p.id: p.payload for hits in results for p in hits})
+        lists = [([p.id for p in hits], np.array([p.score for p in hits], dtype=np.float64))
+                 for hits in results]
+        ids = union_ids(lists)
+        return ranked_lists(lists, ids, table.rows_of(ids), table)
 
     @abstractmethod
     def _count(self, cond: AllOf) -> int: ...

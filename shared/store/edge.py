@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import qdrant_edge as qe
 
 from shared.errors import ConfigurationError, StoreUnavailable
@@ -40,7 +41,14 @@ from shared.store.conditions import (
     is_datetime_range,
     iso,
 )
-from shared.store.field_cache import FieldCache
+from shared.store.scoring_table import (
+    SCORING_FIELDS,
+    RankedLists,
+    ScoringCache,
+    ScoringTable,
+    ranked_lists,
+    union_ids,
+)
 
 log = get_logger("memoryd.store.edge")
 
@@ -105,19 +113,19 @@ class EdgeStore(Store):
     embedder already holds both (search_many at 100k, idle machine: 0.92 ms with one thread,
     1.07 ms with the CPU-derived two; end to end inside the noise, ops/bench_ab.py).
 
-    `cached_fields`: payload fields that searches asking only for them read from memory
-    (`shared/store/field_cache.py`), for up to `cache_points` points (0: off). A thread
-    reads them in once the shard is open, so that the first searches after a start find
-    them too (100k points: about a second of one core, once)."""
+    `cache_points`: how many points' scoring fields (`SCORING_FIELDS`) searches read from
+    memory instead of the shard (`shared/store/scoring_table.py`; 0: off). A thread reads
+    them in once the shard is open, so that the first searches after a start find them too
+    (100k points: about a second of one core, once)."""
 
     def __init__(
         self, root: Path, collection: str, *, audit: bool = True, search_threads: int = 1,
-        cached_fields: Sequence[str] = (), cache_points: int = 0,
+        cache_points: int = 0,
     ) -> None:
         super().__init__(collection)
         self._root = root
         self._search_threads = search_threads
-        self._fields = FieldCache(cached_fields, cache_points)
+        self._fields = ScoringCache(cache_points)
         self._warming: threading.Thread | None = None
         self._stop_warming = threading.Event()
         self._mem: qe.EdgeShard | None = None
@@ -127,8 +135,7 @@ class EdgeStore(Store):
 
     def sibling(self, collection: str) -> EdgeStore:
         return EdgeStore(self._root, collection, audit=False,
-                         search_threads=self._search_threads,
-                         cached_fields=self._fields.fields, cache_points=self._fields.capacity)
+                         search_threads=self._search_threads, cache_points=self._fields.capacity)
 
     def drop(self) -> None:
         self.close()
@@ -199,7 +206,7 @@ class EdgeStore(Store):
         self._warming.start()
 
     def _warm_fields(self, page: int = 2000) -> None:
-        selector = qe.PayloadSelector.Include(list(self._fields.fields))
+        selector = qe.PayloadSelector.Include(list(SCORING_FIELDS))
         offset: Any = None
         try:
             while not self._stop_warming.is_set() and self._mem is not None:
@@ -305,8 +312,6 @@ class EdgeStore(Store):
         self, cond: AllOf, queries: Sequence[VectorQuery], limit: int,
         score_threshold: float | None, fields: Sequence[str] | None,
     ) -> list[list[StoredPoint]]:
-        if fields and self._fields.covers(fields):
-            return self._search_cached(cond, queries, limit, score_threshold, fields)
         flt = _filter(cond)
         payload: Any = qe.PayloadSelector.Include(list(fields)) if fields else True
         requests = [
@@ -319,37 +324,41 @@ class EdgeStore(Store):
         results = self._shard.query_batch(qe.QueryBatchRequest(requests))
         return [[self._point(r, r.score) for r in hits] for hits in results]
 
-    def _search_cached(
-        self, cond: AllOf, queries: Sequence[VectorQuery], limit: int,
-        score_threshold: float | None, fields: Sequence[str],
-    ) -> list[list[StoredPoint]]:
+    def _search_candidates(
+        self, cond: AllOf, queries: Sequence[VectorQuery], limit: int
+    ) -> RankedLists:
         """Ids and scores from the shard, the fields from the cache; what the cache lacks,
         one retrieve reads and the cache keeps."""
-        generation = self._fields.generation  # before the shard is read: see FieldCache
+        if not self._fields.enabled:
+            return super()._search_candidates(cond, queries, limit)
+        generation = self._fields.generation  # before the shard is read: see ScoringCache
+        table = self._fields.table  # this search's snapshot: a full cache starts a new one
         flt = _filter(cond)
         requests = [
             qe.QueryRequest(
                 limit=limit, query=qe.Query.Nearest(_vector(q), using=q.using), filter=flt,
-                with_payload=False, score_threshold=score_threshold,
+                with_payload=False,
             )
             for q in queries
         ]
-        results = [[(str(r.id), float(r.score)) for r in hits]
-                   for hits in self._shard.query_batch(qe.QueryBatchRequest(requests))]
-        found, missing = self._fields.lookup(
-            dict.fromkeys(point_id for hits in results for point_id, _ in hits), fields)
-        if missing:
-            wanted: list[qe.PointId] = list(missing)
-            read = {str(r.id): dict(r.payload or {}) for r in self._shard.retrieve(
-                wanted, qe.PayloadSelector.Include(list(self._fields.fields)), False)}
-            self._fields.fill(generation, read)
-            for point_id, payload in read.items():
-                found[point_id] = {name: payload[name] for name in fields if name in payload}
-        # A point deleted between the query and the retrieve is left out, as a later
-        # query would leave it out.
-        return [[StoredPoint(point_id, dict(found[point_id]), score)
-                 for point_id, score in hits if point_id in found]
-                for hits in results]
+        lists = []
+        for hits in (self._shard.query_batch(qe.QueryBatchRequest(requests)) if requests
+                     else []):
+            lists.append(([str(r.id) for r in hits],
+                          np.fromiter((r.score for r in hits), np.float64, len(hits))))
+        ids = union_ids(lists)
+        rows = table.rows_of(ids)  # once: a write's invalidation after this only reorders
+        if rows.min(initial=0) >= 0:
+            return ranked_lists(lists, ids, rows, table)
+        wanted: list[qe.PointId] = [ids[i] for i in np.flatnonzero(rows < 0)]
+        read = {str(r.id): dict(r.payload or {}) for r in self._shard.retrieve(
+            wanted, qe.PayloadSelector.Include(list(SCORING_FIELDS)), False)}
+        self._fields.fill(generation, read)
+        # A point deleted between the query and the retrieve is left out, as a later query
+        # would leave it out.
+        extra = ScoringTable(table.threads, len(read))
+        extra.add(read)
+        return ranked_lists(lists, ids, rows, table, extra)
 
     def _count(self, cond: AllOf) -> int:
         return self._shard.count(qe.CountRequest(exact=True, filter=_filter(cond)))

@@ -32,6 +32,7 @@ from shared.logs import get_logger
 from shared.models import AuditEvent, Owner
 from shared.store.base import PointData, Store, StoredPoint, VectorQuery
 from shared.store.conditions import AllOf, Condition
+from shared.store.scoring_table import RankedLists
 from shared.write_fence import WriteFence
 
 log = get_logger("memoryd.store")
@@ -318,6 +319,11 @@ class GenerationalStore(Store):
         score_threshold: float | None, fields: Sequence[str] | None,
     ) -> list[list[StoredPoint]]:
         return self.view().store._search_batch(cond, queries, limit, score_threshold, fields)
+
+    def _search_candidates(
+        self, cond: AllOf, queries: Sequence[VectorQuery], limit: int
+    ) -> RankedLists:
+        return self.view().store._search_candidates(cond, queries, limit)
 
     def _count(self, cond: AllOf) -> int:
         return self.view().store._count(cond)

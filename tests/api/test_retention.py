@@ -29,8 +29,15 @@ def in_store(stack: Any, ids: list[str]) -> set[str]:
 
 
 def no_content_left(stack: Any, owner: Owner, mid: str, actor: str) -> None:
-    events = stack.runtime.store.audit_of(owner, mid)
-    deletes = [e for e in events if e.event == "DELETE"]
+    # The task deletes the points first and writes their audit right after: a caller that
+    # saw the points go may look before the audit is there.
+    deadline = time.monotonic() + 10
+    while True:
+        events = stack.runtime.store.audit_of(owner, mid)
+        deletes = [e for e in events if e.event == "DELETE"]
+        if deletes or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert deletes and deletes[-1].actor == actor
     assert all(e.before is None and e.after is None for e in events), events
 

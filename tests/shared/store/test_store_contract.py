@@ -12,10 +12,11 @@ import pytest
 
 from shared.errors import EmbeddingModelMismatch
 from shared.models import AuditEvent, MemoryRecord, Owner, Scope
-from shared.store import DENSE, SCORING_FIELDS, SPARSE, PointData, Store, VectorQuery
+from shared.store import DENSE, SPARSE, PointData, Store, VectorQuery
 from shared.store.client import QdrantClientStore
 from shared.store.conditions import Between, Match
 from shared.store.edge import EdgeStore
+from shared.store.scoring_table import ACCESS
 
 DIM = 8
 ALICE = Owner(tenant_id="t1", user_id="alice")
@@ -27,8 +28,8 @@ def open_store(kind: str, root: Path) -> Store:
     if kind == "edge":
         return EdgeStore(root, "memories")
     if kind == "edge-field-cache":
-        # As shipped: searches asking for the scoring fields read them from memory.
-        return EdgeStore(root, "memories", cached_fields=SCORING_FIELDS, cache_points=50)
+        # As shipped: searches read the candidates' scoring fields from memory.
+        return EdgeStore(root, "memories", cache_points=50)
     return QdrantClientStore("memories", path=root)
 
 
@@ -100,9 +101,29 @@ def test_search_filters_threshold_and_hybrid(store: Store) -> None:
     assert {p.payload["content"] for p in keywords} == {"global one", "project one"}
 
 
-def scoring_view(store: Store, owner: Owner, seed: int) -> dict[str, dict[str, object]]:
-    [dense] = store.search_many(owner, [], [VectorQuery(DENSE, vec(seed))], 100, SCORING_FIELDS)
-    return {p.id: p.payload for p in dense}
+def scoring_view(store: Store, owner: Owner, seed: int) -> dict[str, tuple[object, ...]]:
+    found = store.search_candidates(owner, [], [VectorQuery(DENSE, vec(seed))], 100)
+    [(ids, _)] = found.lists
+    assert ids == found.ids  # one list: the candidates are that list, in its order
+    return {
+        point_id: (*found.fields[i, :ACCESS + 1].tolist(), found.thread_of(i))
+        for i, point_id in enumerate(found.ids)
+    }
+
+
+def test_candidates_are_the_ranked_lists(store: Store) -> None:
+    """search_candidates ranks exactly as search_many does, each list in its own order."""
+    store.upsert(ALICE, [point(ALICE, f"fact {i}", i) for i in range(12)])
+    store.upsert(BOB, [point(BOB, "bob's", 3)])
+    queries = [VectorQuery(DENSE, vec(3)), VectorQuery(SPARSE, ([1], [1.0]))]
+    lists = store.search_many(ALICE, [Match("state", "active")], queries, 5)
+    found = store.search_candidates(ALICE, [Match("state", "active")], queries, 5)
+    assert [ids for ids, _ in found.lists] == [[p.id for p in hits] for hits in lists]
+    for (_, scores), hits in zip(found.lists, lists, strict=True):
+        assert scores.tolist() == pytest.approx([p.score for p in hits])
+    assert found.ids == list(dict.fromkeys(p.id for hits in lists for p in hits))
+    assert found.fields.shape == (len(found.ids), 5)
+    assert store.search_candidates(ALICE, [], [], 5).ids == []
 
 
 def test_scoring_fields_follow_every_write(store: Store) -> None:
@@ -113,9 +134,8 @@ def test_scoring_fields_follow_every_write(store: Store) -> None:
     store.upsert(ALICE, points)
     first = scoring_view(store, ALICE, 0)
     assert set(first) == {p.id for p in points}
-    assert first[points[0].id] == {"occurred_at": points[0].payload["occurred_at"],
-                                   "importance": 3, "access_count": 0, "thread_id": "th",
-                                   "thread_seq": 0}
+    occurred = datetime.fromisoformat(points[0].payload["occurred_at"]).timestamp()
+    assert first[points[0].id] == (occurred, 3.0, 0.0, ("th", 0))
     assert scoring_view(store, ALICE, 0) == first  # read again (from the cache, if any)
 
     store.set_payload(ALICE, [points[1].id], {"importance": 9, "access_count": 4})
@@ -124,8 +144,8 @@ def test_scoring_fields_follow_every_write(store: Store) -> None:
     store.delete(ALICE, [points[3].id])
     after = scoring_view(store, ALICE, 0)
     assert set(after) == {points[0].id, points[1].id, points[2].id}
-    assert (after[points[1].id]["importance"], after[points[1].id]["access_count"]) == (9, 4)
-    assert after[points[2].id]["thread_seq"] == 7
+    assert after[points[1].id][1:3] == (9.0, 4.0)
+    assert after[points[2].id][3] == ("th", 7)
     assert after[points[0].id] == first[points[0].id]
     # Another owner's search never sees these points, cached or not.
     assert scoring_view(store, BOB, 0) == {}

@@ -1,0 +1,152 @@
+"""The CPU a search spends on its candidates: the answer path without HTTP and without the
+query model, in one process.
+
+    python ops/bench_candidates.py                     # 100k memories, 600 searches
+    python ops/bench_candidates.py --size 10000 --searches 300
+
+Fills a store through the bulk path (as `ops/bench.py` does), opens it here with a Redis of
+its own, and runs LoCoMo questions through `shared.reads.search` after embedding each of
+them once beforehand, so the query cache answers the model's part. What is timed is the
+rest: the keyword vector, the store's two candidate lists with their scoring fields,
+fusion and rescoring, the next-turn lookup and the page's records. That part grows with
+the candidates and does not move with the host's vector speed (which the e5 model's
+does, by 2× between the AVX2 and the AVX-512 VNNI hosts seen here), so changes to it are
+measured here; `ops/bench.py` and `ops/bench_ab.py` measure the whole path over HTTP.
+
+Prints the thread CPU of a search (median and mean over the searches, best of --rounds)
+and, beside it, of the store call alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+if __package__ in (None, ""):
+    # `python ops/<this>.py` puts ops/ first on the path, not the project root.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from ops.bench import DEFAULT_CACHE, DEFAULT_LOCOMO  # noqa: E402
+from ops.bench_common import SEED, drop_memoryd_environment, log  # noqa: E402
+from ops.bench_fill import TENANT, bulk_fill, embed_pool, load_locomo, user_name  # noqa: E402
+from ops.bench_search import TOP_K  # noqa: E402
+from shared import reads  # noqa: E402
+from shared.embeddings import make_embedder  # noqa: E402
+from shared.keywords import query_keyword_vector  # noqa: E402
+from shared.models import Owner  # noqa: E402
+from shared.redis_runtime import ensure_redis, free_port  # noqa: E402
+from shared.runtime import Runtime  # noqa: E402
+from shared.schemas import SearchRequest  # noqa: E402
+from shared.settings import Settings  # noqa: E402
+from shared.store import DENSE, SPARSE, VectorQuery  # noqa: E402
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=100_000, help="stored memories")
+    parser.add_argument("--per-user", type=int, default=1000)
+    parser.add_argument("--searches", type=int, default=600)
+    parser.add_argument("--rounds", type=int, default=3, help="passes over the searches")
+    parser.add_argument("--embedder", default="e5-small")
+    parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO)
+    parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE)
+    parser.add_argument("--work-dir", type=Path, default=None)
+    parser.add_argument("--pool-limit", type=int, default=0,
+                        help="embed only the first N LoCoMo turns (for quick runs)")
+    args = parser.parse_args(argv)
+    if args.size < args.per_user or args.searches < 1 or args.rounds < 1:
+        parser.error("--size must hold at least one user; --searches and --rounds at least 1")
+    return args
+
+
+def thread_cpu_ms(calls: Sequence[Callable[[], object]]) -> list[float]:
+    samples = []
+    for call in calls:
+        started = time.thread_time()
+        call()
+        samples.append((time.thread_time() - started) * 1000)
+    return samples
+
+
+def summary(samples: Sequence[float]) -> str:
+    return f"median {statistics.median(samples):.3f}, mean {statistics.fmean(samples):.3f}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    for key in drop_memoryd_environment():
+        log(f"ignoring {key} from the environment")
+    locomo = load_locomo(args.locomo)
+    embedder = make_embedder(args.embedder, Settings(embedder=args.embedder))
+    turns = locomo.turns[:args.pool_limit] if args.pool_limit else locomo.turns
+    pool = embed_pool(embedder, turns, args.cache_dir, progress=log)
+    users = args.size // args.per_user
+    rng = np.random.default_rng(SEED)
+    questions = [locomo.questions[int(i)] for i in
+                 rng.choice(len(locomo.questions), args.searches, replace=args.searches >
+                            len(locomo.questions))]
+    owners = [Owner(tenant_id=TENANT, user_id=user_name(int(u)))
+              for u in rng.integers(0, users, args.searches)]
+    with tempfile.TemporaryDirectory(prefix="memoryd-candidates-", dir=args.work_dir) as tmp:
+        data_dir = Path(tmp)
+        log(f"filling {args.size} memories ({users} users)")
+        bulk_fill(Settings(data_dir=data_dir, embedder=args.embedder), embedder.name, pool,
+                  users, args.per_user, SEED + args.size, progress=log)
+        redis_url = f"redis://127.0.0.1:{free_port()}/0"
+        settings = Settings(data_dir=data_dir, embedder=args.embedder, redis_url=redis_url,
+                            query_cache_size=max(2 * args.searches, 1024))
+        with ensure_redis(redis_url, data_dir):
+            rt = Runtime(settings)
+            try:
+                return run(rt, args, questions, owners)
+            finally:
+                rt.close()
+
+
+def run(rt: Runtime, args: argparse.Namespace, questions: Sequence[str],
+        owners: Sequence[Owner]) -> int:
+    for question in questions:
+        rt.query_embedder.embed_query(question)  # the cache answers from here on
+    vectors = [rt.query_embedder.embed_query(q).tolist() for q in questions]
+    requests = [SearchRequest(user_id=o.user_id, query=q, top_k=TOP_K)
+                for o, q in zip(owners, questions, strict=True)]
+
+    def search(i: int) -> Callable[[], object]:
+        return lambda: reads.search(rt, owners[i], requests[i])
+
+    def lists(i: int) -> Callable[[], object]:
+        keywords = query_keyword_vector(questions[i], None)
+        queries = [VectorQuery(DENSE, vectors[i]),
+                   *([VectorQuery(SPARSE, keywords)] if keywords is not None else [])]
+        conditions = reads.live_search_conditions(rt, owners[i], requests[i])
+        return lambda: rt.store.search_candidates(owners[i], conditions, queries,
+                                                  rt.settings.search_depth)
+
+    indices = range(len(questions))
+    thread_cpu_ms([search(i) for i in indices])  # warm: every user's candidates read once
+    best: dict[str, list[float]] = {}
+    for _ in range(args.rounds):
+        for name, make in (("search", search), ("store lists", lists)):
+            samples = thread_cpu_ms([make(i) for i in indices])
+            if name not in best or statistics.median(samples) < statistics.median(best[name]):
+                best[name] = samples
+    hits = statistics.fmean(len(reads.search(rt, owners[i], requests[i]).results)
+                            for i in indices)
+    print(f"\nCandidates at {args.size:,} memories ({args.embedder} vectors, hybrid, top_k "
+          f"{TOP_K}, depth {rt.settings.search_depth}), {len(questions)} searches, best of "
+          f"{args.rounds} rounds, {hits:.1f} results a search; thread CPU in ms a search, "
+          "the query embedding excluded (cached):")
+    for name, samples in best.items():
+        print(f"  {name:>12}  {summary(samples)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
