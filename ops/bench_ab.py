@@ -13,7 +13,12 @@ With `--clients N` each trial is N concurrent clients instead of one, and the fi
 throughput, p99 and the stack's CPU per search (the e5 lanes' share beside it).
 
 A configuration is `name=KEY=VALUE,KEY=VALUE` (`name=` alone is the defaults); each trial
-is a fresh `memoryd up` on a fresh copy of the store.
+is a fresh `memoryd up` on a fresh copy of the store. `name@DIR=...` runs that stack from
+another checkout's code (e.g. `git worktree add /tmp/before HEAD~1`), so that a change is
+measured against the code before it in the same rounds:
+
+    python ops/bench_ab.py --clients 8 --searches 1200 \\
+        --config before@/tmp/before= --config after=
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import numpy as np  # noqa: E402
 
 from ops.bench import DEFAULT_CACHE, DEFAULT_LOCOMO  # noqa: E402
 from ops.bench_common import (  # noqa: E402
+    ROOT,
     SEED,
     drop_memoryd_environment,
     latency_summary,
@@ -62,13 +68,18 @@ DEFAULT_CONFIGS = (
 class Config:
     name: str
     env: dict[str, str]
+    root: Path = ROOT
     trials: list[dict[str, float]] = field(default_factory=list)
 
 
 def parse_config(text: str) -> Config:
-    name, sep, rest = text.partition("=")
-    if not name or not sep:
-        raise argparse.ArgumentTypeError(f"expected name=KEY=VALUE,...: {text!r}")
+    label, sep, rest = text.partition("=")
+    name, at, checkout = label.partition("@")
+    if not name or not sep or (at and not checkout):
+        raise argparse.ArgumentTypeError(f"expected name[@DIR]=KEY=VALUE,...: {text!r}")
+    root = Path(checkout).resolve() if at else ROOT
+    if not (root / "workers" / "cli.py").is_file():
+        raise argparse.ArgumentTypeError(f"{checkout!r} is not a memoryd checkout")
     env: dict[str, str] = {}
     for item in filter(None, rest.split(",")):
         key, eq, value = item.partition("=")
@@ -77,13 +88,13 @@ def parse_config(text: str) -> Config:
             raise argparse.ArgumentTypeError(
                 f"expected MEMORYD_KEY=VALUE (or OMP_/GOMP_): {item!r}")
         env[key] = value
-    return Config(name, env)
+    return Config(name, env, root)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", action="append", type=parse_config,
-                        help="name=MEMORYD_KEY=VALUE,... (repeatable; OMP_*/GOMP_* too)")
+                        help="name[@CHECKOUT]=MEMORYD_KEY=VALUE,... (repeatable; OMP_*/GOMP_* too)")
     parser.add_argument("--size", type=int, default=100_000, help="stored memories")
     parser.add_argument("--per-user", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
@@ -113,7 +124,7 @@ def trial(config: Config, store: Path, workdir: Path, embedder: str, users: int,
     shutil.copytree(store, data_dir)
     try:
         with Stack(f"ab-{config.name}", data_dir, workdir, embedder,
-                   extra_env=config.env) as stack, stack.raw_client() as client:
+                   extra_env=config.env, root=config.root) as stack, stack.raw_client() as client:
             warm = run_searches(client, [(user_name(i % users), f"warm-up query {i}")
                                          for i in range(WARMUP_REQUESTS)])
             if warm.errors:

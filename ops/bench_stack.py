@@ -135,8 +135,10 @@ class Stack:
     def __init__(
         self, label: str, data_dir: Path, log_dir: Path, embedder: str,
         worker_concurrency: int | None = None, extra_env: dict[str, str] | None = None,
+        root: Path = ROOT,
     ) -> None:
         self.label = label
+        self.root = root  # the checkout whose code the stack runs
         self.data_dir = data_dir
         self.log_path = log_dir / f"stack-{label}.log"
         self.embedder = embedder
@@ -182,7 +184,7 @@ class Stack:
             # Own session: a Ctrl-C on the bench must not reach the stack too, or it would be
             # interrupted twice (by the terminal and by stop()) in the middle of shutting down.
             self.proc = subprocess.Popen(
-                cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                cmd, cwd=self.root, env=env, stdin=subprocess.DEVNULL, stdout=out,
                 stderr=subprocess.STDOUT, start_new_session=True,
             )
         self._wait_ready()

@@ -3,11 +3,16 @@ number for every configuration, so the commands README cites keep working."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from ops.bench_ab import parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCOMO = ROOT.parent / "shared" / "bench" / "locomo10.json"
@@ -71,3 +76,14 @@ def test_probe_compares_callers_and_lanes(tmp_path: Path) -> None:
     assert len(rates) == 2 and "one lane" in rates[0] and "two lanes" in rates[1]
     for row in rates:
         assert float(row.split(":")[1].split()[0]) > 0, row
+
+
+def test_a_config_may_run_another_checkouts_code(tmp_path: Path) -> None:
+    config = parse_config(f"before@{ROOT}=MEMORYD_SEARCH_DEPTH=50")
+    assert (config.name, config.root, config.env) == (
+        "before", ROOT, {"MEMORYD_SEARCH_DEPTH": "50"})
+    assert parse_config("after=").root == ROOT
+    with pytest.raises(argparse.ArgumentTypeError, match="not a memoryd checkout"):
+        parse_config(f"x@{tmp_path}=")
+    with pytest.raises(argparse.ArgumentTypeError, match="name\\[@DIR\\]"):
+        parse_config("x@=")
