@@ -63,6 +63,19 @@ DEFAULT_OUT = ROOT / "bench-results" / "bench.json"
 DEFAULT_CACHE = ROOT / "bench-results" / "cache"
 
 
+def add_filled_store_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the benches that search one bulk-filled store (bench_ab,
+    bench_candidates): its size, its vectors' source and where it is built."""
+    parser.add_argument("--size", type=int, default=100_000, help="stored memories")
+    parser.add_argument("--per-user", type=int, default=1000)
+    parser.add_argument("--embedder", default="e5-small")
+    parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO)
+    parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE)
+    parser.add_argument("--work-dir", type=Path, default=None)
+    parser.add_argument("--pool-limit", type=int, default=0,
+                        help="embed only the first N LoCoMo turns (for quick runs)")
+
+
 def parse_args(argv: Sequence[str] | None) -> Options:
     parser = argparse.ArgumentParser(
         description="Benchmark memoryd (real stack subprocess, real HTTP) on this machine."

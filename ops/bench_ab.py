@@ -38,7 +38,7 @@ if __package__ in (None, ""):
 
 import numpy as np  # noqa: E402
 
-from ops.bench import DEFAULT_CACHE, DEFAULT_LOCOMO  # noqa: E402
+from ops.bench import add_filled_store_options  # noqa: E402
 from ops.bench_common import (  # noqa: E402
     ROOT,
     SEED,
@@ -95,18 +95,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", action="append", type=parse_config,
                         help="name[@CHECKOUT]=MEMORYD_KEY=VALUE,... (repeatable; OMP_*/GOMP_* too)")
-    parser.add_argument("--size", type=int, default=100_000, help="stored memories")
-    parser.add_argument("--per-user", type=int, default=1000)
+    add_filled_store_options(parser)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--searches", type=int, default=300, help="per trial")
     parser.add_argument("--clients", type=int, default=1,
                         help="concurrent clients per trial (1: latency; more: throughput)")
-    parser.add_argument("--embedder", default="e5-small")
-    parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO)
-    parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE)
-    parser.add_argument("--work-dir", type=Path, default=None)
-    parser.add_argument("--pool-limit", type=int, default=0,
-                        help="embed only the first N LoCoMo turns (for quick runs)")
     args = parser.parse_args(argv)
     if args.clients < 1:
         parser.error("--clients must be at least 1")

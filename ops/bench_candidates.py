@@ -33,7 +33,7 @@ if __package__ in (None, ""):
 
 import numpy as np  # noqa: E402
 
-from ops.bench import DEFAULT_CACHE, DEFAULT_LOCOMO  # noqa: E402
+from ops.bench import add_filled_store_options  # noqa: E402
 from ops.bench_common import SEED, drop_memoryd_environment, log  # noqa: E402
 from ops.bench_fill import TENANT, bulk_fill, embed_pool, load_locomo, user_name  # noqa: E402
 from ops.bench_search import TOP_K  # noqa: E402
@@ -50,16 +50,9 @@ from shared.store import DENSE, SPARSE, VectorQuery  # noqa: E402
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", type=int, default=100_000, help="stored memories")
-    parser.add_argument("--per-user", type=int, default=1000)
+    add_filled_store_options(parser)
     parser.add_argument("--searches", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=3, help="passes over the searches")
-    parser.add_argument("--embedder", default="e5-small")
-    parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO)
-    parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE)
-    parser.add_argument("--work-dir", type=Path, default=None)
-    parser.add_argument("--pool-limit", type=int, default=0,
-                        help="embed only the first N LoCoMo turns (for quick runs)")
     args = parser.parse_args(argv)
     if args.size < args.per_user or args.searches < 1 or args.rounds < 1:
         parser.error("--size must hold at least one user; --searches and --rounds at least 1")
