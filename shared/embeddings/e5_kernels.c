@@ -228,6 +228,140 @@ static inline __attribute__((always_inline)) void rows8_tokens512(
 }
 #endif
 
+/* Weight rows r0..r0+n-1 of Q4_0 W unpacked to bytes (0..15: block b's low
+ * nibbles at b*QK, its high ones 16 further, as Q4_0 orders them) at stride
+ * nin, their scales at dwt[b * stride + r]; rows n..RO-1 zero. */
+static inline void unpack_rows(const block_q4_0 *W, int r0, int n, int rows, int nb,
+                               int8_t *wexp, float *dwt) {
+    int nin = nb * QK;
+    for (int r = 0; r < rows; r++) {
+        int8_t *we = wexp + (size_t)r * nin;
+        if (r >= n) {            /* a short last group: zero rows, results dropped */
+            memset(we, 0, (size_t)nin);
+            for (int b = 0; b < nb; b++) dwt[b * rows + r] = 0.f;
+            continue;
+        }
+        const block_q4_0 *wr = W + (size_t)(r0 + r) * nb;
+        for (int b = 0; b < nb; b++) {
+            dwt[b * rows + r] = q4_scale(wr[b].d);
+            const uint8_t *qs = wr[b].qs; int8_t *o = we + b * QK;
+            for (int j = 0; j < 16; j++) { o[j] = (qs[j] & 0x0F); o[j + 16] = (qs[j] >> 4); }
+        }
+    }
+}
+
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512F__) && defined(__linux__)
+#define E5_AMX 1
+#include <sys/syscall.h>
+
+/* Linux lets a process use the AMX tile registers only once it has asked
+ * (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA, once for all its threads); a
+ * refusal (an older kernel, a hypervisor that hides the state) keeps the
+ * AVX-512 kernel. */
+static int amx_ready(void) {
+    static int state;   /* 0: not asked yet, 1: granted, -1: refused */
+    int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+    if (s == 0) {
+        s = syscall(SYS_arch_prctl, 0x1023, 18) == 0 ? 1 : -1;
+        __atomic_store_n(&state, s, __ATOMIC_RELEASE);
+    }
+    return s > 0;
+}
+
+/* Exported for memoryd's tests: whether this process's matmuls run on AMX. */
+int memoryd_e5_amx(void) { return amx_ready(); }
+
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} __attribute__((packed)) amx_tiles;
+
+/* Tile 0: 16 weight rows x 16 tokens of int32 sums; tile 1: 16 weight rows x
+ * one block (32 bytes); tile 2: one block of 16 tokens in the layout TDPBUSD
+ * takes (row k holds each token's bytes 4k..4k+3). The configuration is a
+ * thread's own state. */
+static void amx_configure(void) {
+    amx_tiles c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    c.rows[0] = 16; c.colsb[0] = 64;
+    c.rows[1] = 16; c.colsb[1] = QK;
+    c.rows[2] = QK / 4; c.colsb[2] = 64;
+    _tile_loadconfig(&c);
+}
+
+/* matmul_q4q8 on AMX: one TDPBUSD per 16 weight rows x 16 tokens x one block
+ * gives the same exact integer sums as the VNNI kernels; each block has its
+ * own weight and activation scales, so its int32 tile is scaled into float
+ * accumulators (one per weight row, a token per lane) before the next. */
+static void matmul_q4q8_amx(const block_q4_0 *W, const float *bias,
+                            const int8_t *aq, const float *ad, const int32_t *as,
+                            float *Y, int L, int nout, int nin) {
+    int nb = nin / QK, ntt = (L + 15) / 16;
+    size_t tiles = (size_t)ntt * nb;
+    int32_t *bt = (int32_t *)aligned_alloc(64, tiles * (QK / 4) * 16 * sizeof(int32_t));
+    float *dat = (float *)aligned_alloc(64, tiles * 16 * sizeof(float));  /* a's scale */
+    float *sat = (float *)aligned_alloc(64, tiles * 16 * sizeof(float));  /* 8 x scale x byte sum */
+    memset(bt, 0, tiles * (QK / 4) * 16 * sizeof(int32_t));                /* tokens past L: 0 */
+    memset(dat, 0, tiles * 16 * sizeof(float));
+    memset(sat, 0, tiles * 16 * sizeof(float));
+    for (int t = 0; t < L; t++) {
+        int u = t % 16;
+        for (int b = 0; b < nb; b++) {
+            size_t tile = (size_t)(t / 16) * nb + b, tb = (size_t)t * nb + b;
+            for (int k = 0; k < QK / 4; k++)
+                memcpy(&bt[(tile * (QK / 4) + k) * 16 + u], aq + (size_t)t * nin + b * QK + 4 * k, 4);
+            dat[tile * 16 + u] = ad[tb];
+            sat[tile * 16 + u] = 8.f * ad[tb] * (float)as[tb];
+        }
+    }
+#pragma omp parallel if (!omp_in_parallel())
+    {
+        amx_configure();
+        int8_t *wexp = (int8_t *)aligned_alloc(64, (size_t)16 * nin);
+        float *dwt = (float *)aligned_alloc(64, sizeof(float) * 16 * (size_t)nb); /* [b][r] */
+        int32_t sums[16][16] __attribute__((aligned(64)));
+        float out[16][16] __attribute__((aligned(64)));
+#pragma omp for schedule(static)
+        for (int oo = 0; oo < nout; oo += 16) {
+            int ro = nout - oo < 16 ? nout - oo : 16;
+            unpack_rows(W, oo, ro, 16, nb, wexp, dwt);
+            for (int tt = 0; tt < ntt; tt++) {
+                __m512 acc[16];
+#pragma GCC unroll 16
+                for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_ps();
+                for (int b = 0; b < nb; b++) {
+                    size_t tile = (size_t)tt * nb + b;
+                    _tile_zero(0);
+                    _tile_loadd(1, wexp + b * QK, nin);
+                    _tile_loadd(2, bt + tile * (QK / 4) * 16, 64);
+                    _tile_dpbusd(0, 1, 2);
+                    _tile_stored(0, sums, 64);
+                    __m512 d = _mm512_load_ps(dat + tile * 16), s = _mm512_load_ps(sat + tile * 16);
+                    const float *dw = dwt + b * 16;
+#pragma GCC unroll 16
+                    for (int r = 0; r < 16; r++) {
+                        /* scale_a x (sum - 8 x byte sum): the -8 nibble offset */
+                        __m512 v = _mm512_fmsub_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[r])), d, s);
+                        acc[r] = _mm512_fmadd_ps(v, _mm512_set1_ps(dw[r]), acc[r]);
+                    }
+                }
+#pragma GCC unroll 16
+                for (int r = 0; r < 16; r++) _mm512_store_ps(out[r], acc[r]);
+                int nt = L - tt * 16 < 16 ? L - tt * 16 : 16;
+                for (int u = 0; u < nt; u++)
+                    for (int r = 0; r < ro; r++)
+                        Y[(size_t)(tt * 16 + u) * nout + oo + r] = (bias ? bias[oo + r] : 0.f) + out[r][u];
+            }
+        }
+        free(wexp); free(dwt);
+        _tile_release();
+    }
+    free(bt); free(dat); free(sat);
+}
+#endif
+
 /* Y[L,nout] = X * W^T + bias,  W is Q4_0 [nout,nin]; X already quantized.
  * A group of 8 weight rows is unpacked to bytes once per call and then
  * serves every token. */
@@ -235,6 +369,12 @@ static void matmul_q4q8(const block_q4_0 *W, const float *bias,
                         const int8_t *aq, const float *ad, const int32_t *as,
                         float *Y, int L, int nout, int nin) {
     int nb = nin / QK;
+#if defined(E5_AMX)
+    if (amx_ready()) {
+        matmul_q4q8_amx(W, bias, aq, ad, as, Y, L, nout, nin);
+        return;
+    }
+#endif
 #if defined(E5_AVX512)
     const int pairs = nb % 2 == 0;   /* whole block pairs: the 512-bit kernel */
 #endif
@@ -245,26 +385,16 @@ static void matmul_q4q8(const block_q4_0 *W, const float *bias,
 #pragma omp for schedule(static)
         for (int oo = 0; oo < nout; oo += RO) {
             int ro = nout - oo < RO ? nout - oo : RO;
-            for (int r = 0; r < RO; r++) {
-                int8_t *we = wexp + (size_t)r * nin;
-                if (r >= ro) {            /* a short last group: zero rows, results dropped */
-                    memset(we, 0, (size_t)nin);
-                    for (int b = 0; b < nb; b++) dwt[b * RO + r] = 0.f;
-                    continue;
-                }
-                const block_q4_0 *wr = W + (size_t)(oo + r) * nb;
-                for (int b = 0; b < nb; b++) {
-                    dwt[b * RO + r] = q4_scale(wr[b].d);
-                    const uint8_t *qs = wr[b].qs; int8_t *o = we + b * QK;
-                    for (int j = 0; j < 16; j++) { o[j] = (qs[j] & 0x0F); o[j + 16] = (qs[j] >> 4); }
-                }
+            unpack_rows(W, oo, ro, RO, nb, wexp, dwt);
 #if defined(E5_AVX512)
-                if (pairs)
-                    for (int b = 0; b < nb; b += 2)
-                        _mm512_storeu_si512(we + b * QK, _mm512_permutexvar_epi32(
-                            pair_order(), _mm512_loadu_si512(we + b * QK)));
+            if (pairs)
+                for (int r = 0; r < ro; r++)
+                    for (int b = 0; b < nb; b += 2) {
+                        int8_t *we = wexp + (size_t)r * nin + b * QK;
+                        _mm512_storeu_si512(we, _mm512_permutexvar_epi32(pair_order(),
+                                                                         _mm512_loadu_si512(we)));
+                    }
 #endif
-            }
             for (int t = 0; t < L;) {
                 float out[3][RO];
                 int nt = 1;

