@@ -76,6 +76,17 @@ def add_filled_store_options(parser: argparse.ArgumentParser) -> None:
                         help="embed only the first N LoCoMo turns (for quick runs)")
 
 
+def check_filled_store_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuses (exit 2, naming the option) a store that would hold no user."""
+    if args.per_user < 1:
+        parser.error("--per-user must be at least 1")
+    if args.size < args.per_user:
+        parser.error(f"--size ({args.size}) must hold at least one user of --per-user "
+                     f"({args.per_user}) memories")
+    if args.pool_limit < 0:
+        parser.error("--pool-limit must be 0 (every turn) or more")
+
+
 def parse_args(argv: Sequence[str] | None) -> Options:
     parser = argparse.ArgumentParser(
         description="Benchmark memoryd (real stack subprocess, real HTTP) on this machine."

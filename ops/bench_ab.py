@@ -38,7 +38,7 @@ if __package__ in (None, ""):
 
 import numpy as np  # noqa: E402
 
-from ops.bench import add_filled_store_options  # noqa: E402
+from ops.bench import add_filled_store_options, check_filled_store_options  # noqa: E402
 from ops.bench_common import (  # noqa: E402
     ROOT,
     SEED,
@@ -101,6 +101,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--clients", type=int, default=1,
                         help="concurrent clients per trial (1: latency; more: throughput)")
     args = parser.parse_args(argv)
+    check_filled_store_options(parser, args)
     if args.clients < 1:
         parser.error("--clients must be at least 1")
     if args.searches < args.clients:

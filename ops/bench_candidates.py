@@ -33,7 +33,7 @@ if __package__ in (None, ""):
 
 import numpy as np  # noqa: E402
 
-from ops.bench import add_filled_store_options  # noqa: E402
+from ops.bench import add_filled_store_options, check_filled_store_options  # noqa: E402
 from ops.bench_common import SEED, drop_memoryd_environment, log  # noqa: E402
 from ops.bench_fill import TENANT, bulk_fill, embed_pool, load_locomo, user_name  # noqa: E402
 from ops.bench_search import TOP_K  # noqa: E402
@@ -54,8 +54,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--searches", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=3, help="passes over the searches")
     args = parser.parse_args(argv)
-    if args.size < args.per_user or args.searches < 1 or args.rounds < 1:
-        parser.error("--size must hold at least one user; --searches and --rounds at least 1")
+    check_filled_store_options(parser, args)
+    if args.searches < 1 or args.rounds < 1:
+        parser.error("--searches and --rounds must be at least 1")
     return args
 
 

@@ -17,7 +17,15 @@ import numpy as np
 
 from shared.schemas import ScoreExplanation, SearchMode
 from shared.store import RankedLists
-from shared.store.scoring_table import ACCESS, IMPORTANCE, OCCURRED, SEQ, THREAD
+from shared.store.scoring_table import (
+    ACCESS,
+    IMPORTANCE,
+    OCCURRED,
+    SEQ,
+    THREAD,
+    ThreadCodes,
+    scoring_row,
+)
 
 # Cosine → relevance, per embedder: (cosine of an unrelated text, cosine of a strong match).
 # e5-small's cosines sit in a narrow high band; USE's spread over most of [0, 1].
@@ -139,9 +147,12 @@ def smooth_by_neighbours(c: Candidates, rels: np.ndarray, w: Weights) -> np.ndar
     return np.where(np.isfinite(best), np.minimum(rels + w.neighbour * best, 1.0), rels)
 
 
-def boost_columns(c: Candidates, as_of: datetime, w: Weights) -> np.ndarray:
-    """Recency, importance and access boosts, one row per candidate (as `boosts`)."""
-    fields = c.lists.fields
+BOOSTS = ("recency", "importance", "access")
+
+
+def boost_rows(fields: np.ndarray, as_of: datetime, w: Weights) -> np.ndarray:
+    """Recency, importance and access boosts (columns in `BOOSTS` order) of scoring rows
+    (`shared/store/scoring_table.py`); a row with no time counts as new."""
     age_days = np.maximum((as_of.timestamp() - fields[:, OCCURRED]) / 86400.0, 0.0)
     return np.stack([
         np.exp(-math.log(2) * age_days / w.half_life_days),
@@ -150,30 +161,24 @@ def boost_columns(c: Candidates, as_of: datetime, w: Weights) -> np.ndarray:
     ], axis=1)
 
 
+def boost_columns(c: Candidates, as_of: datetime, w: Weights) -> np.ndarray:
+    return boost_rows(c.lists.fields, as_of, w)
+
+
 def final_scores(rels: np.ndarray, parts: np.ndarray, w: Weights) -> np.ndarray:
     boost = parts @ np.array([w.recency, w.importance, w.access])
     return np.asarray(rels * (1.0 + boost) / (1.0 + w.recency + w.importance + w.access))
 
 
-BOOSTS = ("recency", "importance", "access")
-
-
 def boosts(payload: dict[str, Any], as_of: datetime, w: Weights) -> dict[str, float]:
-    """From the raw payload: candidates run into the hundreds, records are built for the page."""
-    occurred = datetime.fromisoformat(str(payload["occurred_at"]).replace("Z", "+00:00"))
-    age_days = max((as_of - occurred).total_seconds() / 86400.0, 0.0)
-    return {
-        "recency": math.exp(-math.log(2) * age_days / w.half_life_days),
-        "importance": (int(payload.get("importance", 5)) - 1) / 9.0,
-        "access": 1.0 - math.exp(-int(payload.get("access_count") or 0) / 5.0),
-    }
+    """One point's boosts from its raw payload (a next turn, which is no candidate): the
+    same formula as the candidates' columns."""
+    row = np.array([scoring_row(payload, ThreadCodes())])
+    return dict(zip(BOOSTS, map(float, boost_rows(row, as_of, w)[0]), strict=True))
 
 
 def final_score(rel: float, parts: dict[str, float], w: Weights) -> float:
-    boost = w.recency * parts["recency"] + w.importance * parts["importance"] + (
-        w.access * parts["access"]
-    )
-    return rel * (1.0 + boost) / (1.0 + w.recency + w.importance + w.access)
+    return float(final_scores(np.array([rel]), np.array([[parts[b] for b in BOOSTS]]), w)[0])
 
 
 def label(score: float) -> str:

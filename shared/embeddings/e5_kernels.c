@@ -31,7 +31,7 @@
  * the AVX-512 kernel (`python ops/probe_e5_engine.py --threads 1`); each
  * token's outputs gathered from the tile's columns instead of written one by
  * one: -> 3.5 ms, 145/s. Splitting the packed weights four blocks at a time
- * (AVX-512 VBMI) gained 1 %: the weights' stream from memory, not their
+ * (AVX-512 VBMI; a one-off build, dropped) gained 1 %: the weights' stream from memory, not their
  * unpacking, is what that loop waits on. */
 
 /* Quantize activations X[L,nin] to per-block int8 (Q8_0): x * (127 / amax)

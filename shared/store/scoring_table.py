@@ -149,9 +149,10 @@ def ranked_lists(
     if held.all():
         return RankedLists(list(lists), ids, fields, table.threads)
     absent = np.flatnonzero(~held)
-    other = (extra or ScoringTable(table.threads, 1)).rows_of([ids[i] for i in absent])
-    found = other >= 0
+    found = np.zeros(len(absent), dtype=bool)
     if extra is not None:
+        other = extra.rows_of([ids[i] for i in absent])
+        found = other >= 0
         fields[absent[found]] = extra.data[other[found]]
     if found.all():
         return RankedLists(list(lists), ids, fields, table.threads)

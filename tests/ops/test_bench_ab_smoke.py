@@ -87,3 +87,14 @@ def test_a_config_may_run_another_checkouts_code(tmp_path: Path) -> None:
         parse_config(f"x@{tmp_path}=")
     with pytest.raises(argparse.ArgumentTypeError, match="name\\[@DIR\\]"):
         parse_config("x@=")
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["--per-user", "0"], "--per-user"), (["--size", "10"], "--size"),
+    (["--pool-limit", "-1"], "--pool-limit"),
+])
+def test_ab_refuses_a_store_with_no_user(args: list[str], named: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    proc = subprocess.run([sys.executable, "ops/bench_ab.py", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and named in proc.stderr, proc.stderr

@@ -34,3 +34,10 @@ def test_refuses_a_size_smaller_than_one_user() -> None:
     proc = subprocess.run([sys.executable, "ops/bench_candidates.py", "--size", "10"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--size" in proc.stderr
+
+
+def test_refuses_no_memories_per_user() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    proc = subprocess.run([sys.executable, "ops/bench_candidates.py", "--per-user", "0"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--per-user" in proc.stderr
