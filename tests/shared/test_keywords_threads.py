@@ -1,0 +1,58 @@
+"""Keyword tokens are the same whichever threads compute them at once."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+
+import pytest
+import snowballstemmer
+
+from shared import keywords
+
+# Words that take the stemmer through several steps; fresh per run so the cache is cold.
+WORDS = [f"{stem}{suffix}" for stem in ("paint", "generat", "relat", "happi", "nation",
+                                        "connect", "argu", "run", "hope")
+         for suffix in ("ing", "ed", "ational", "ness", "ization", "fulness", "s", "ies")]
+
+
+@pytest.fixture
+def tiny_switch_interval() -> Iterator[None]:
+    # Threads then change hands inside stemWord as often as they can: a stemmer shared by
+    # threads fails at once instead of once in a while.
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
+
+
+def test_stems_computed_by_many_threads_match_one_stemmer(tiny_switch_interval: None) -> None:
+    reference = snowballstemmer.stemmer("english")
+    words = [f"{w}{'x' * n}" for n in range(40) for w in WORDS]
+    expected = {w: reference.stemWord(w) for w in words}
+    keywords._stem.cache_clear()
+    got: dict[str, str] = {}
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(8)
+
+    def stem_all(offset: int) -> None:
+        barrier.wait()
+        try:
+            for word in words[offset:] + words[:offset]:
+                got.setdefault(word, keywords._stem(word))
+                if keywords._stem(word) != expected[word]:
+                    raise AssertionError(f"{word!r}: {keywords._stem(word)!r}")
+        except BaseException as exc:  # collected: an error in a thread must fail the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=stem_all, args=(i * 37,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    keywords._stem.cache_clear()
+    assert errors == []
+    assert got == expected
