@@ -87,13 +87,18 @@ def one_line(content: str) -> str:
     return " ".join(content.split())
 
 
+# Every pattern below matches in linear time: no two adjacent parts can match the same
+# characters (a memory is up to 8 KB of anyone's text), and spaces inside a marker are
+# bounded ("[ /INST ]" is a marker; "[" and a thousand spaces is not).
 # Chat-template control tokens: <|im_start|>, <|eot_id|>, DeepSeek's fullwidth <｜User｜>.
-_SPECIAL_TOKEN = re.compile(r"<\s*[|｜]\s*([^<>|｜]{0,64}?)\s*[|｜]\s*>")
+_SPECIAL_TOKEN = re.compile(r"<[|｜] ?([^<>|｜\s]{1,64}) ?[|｜]>")
 # Llama-2 style markers: [INST], [/INST], <<SYS>>, <</SYS>>.
-_BRACKET_MARKER = re.compile(r"\[\s*(/?)\s*(INST|SYS)\s*\]|<<\s*(/?)\s*(SYS)\s*>>", re.IGNORECASE)
+_BRACKET_MARKER = re.compile(
+    r"\[ {0,2}(/?) {0,2}(INST|SYS) {0,2}\]|<< {0,2}(/?) {0,2}(SYS) {0,2}>>", re.IGNORECASE
+)
 # Markup tags (<system>, </memories>, <s>, <start_of_turn>): a prompt may wrap the block in
 # tags of its own, and a memory must not be able to close them.
-_TAG = re.compile(r"<\s*(/?)\s*([A-Za-z][\w:.-]{0,40})\s*/?\s*>")
+_TAG = re.compile(r"< {0,2}(/?) {0,2}([A-Za-z][\w:.-]{0,40}) {0,2}/? {0,2}>")
 _ROLES = (
     "system|assistant|user|human|ai|bot|model|developer|tool|function|instructions?|response"
     "|prompt"
@@ -101,15 +106,16 @@ _ROLES = (
 # A role label ("SYSTEM:", "### Instruction:", "assistant：") or a markdown heading naming one
 # ("### Instruction"): how plain-text transcripts and instruction templates start a turn.
 _ROLE_LABEL = re.compile(
-    rf"(?<![\w#-])(?:#+\s*({_ROLES})\b\s*[:：]?|({_ROLES})\s*[:：])", re.IGNORECASE
+    rf"(?<![\w#-])(?:#+ {{0,2}}({_ROLES})\b {{0,2}}[:：]?|({_ROLES}) {{0,2}}[:：])", re.IGNORECASE
 )
-_ZH_ROLE_LABEL = re.compile(r"(系统提示|系统|助手|用户|人类|指令|模型|回答)\s*[:：]")
+_ZH_ROLE_LABEL = re.compile(r"(系统提示|系统|助手|用户|人类|指令|模型|回答) {0,2}[:：]")
 # Code fences (three or more backticks or tildes) could end a fenced section of the prompt.
 _FENCE = re.compile(r"`{3,}|~{3,}")
 
 
 def neutralise(text: str) -> str:
-    """`text` with turn markers and fences made inert, its words kept.
+    """`text` (one line: runs of whitespace already folded, see `one_line`) with turn
+    markers and fences made inert, its words kept.
 
     Each marker becomes its name in parentheses: `SYSTEM:` → `(SYSTEM)`, `<|im_start|>` →
     `(im_start)`, `[/INST]` → `(/INST)`, `</memories>` → `(/memories)`, `系统：` → `(系统)`;

@@ -17,6 +17,7 @@ from shared.context_block import (
     HEADERS,
     detect_language,
     format_line,
+    neutralise,
     pack,
     pack_exactly,
     render,
@@ -164,6 +165,15 @@ def test_a_memory_cannot_end_its_quote() -> None:
 ])
 def test_ordinary_memories_are_kept_word_for_word(memory: str) -> None:
     assert quoted(format_line(memory, WHEN)) == memory
+
+
+def test_spaced_markers_are_caught_and_long_runs_left_alone() -> None:
+    assert neutralise("[ /INST ] < /system > <| im_end |>") == "(/INST) (/system) (im_end)"
+    # Each pattern is linear: long runs of what could start a marker come back unchanged at
+    # once (two adjacent unbounded parts made "<|" and 8,000 spaces take over a minute).
+    for text in ["<|" + " " * 8000, "<" + " " * 8000 + "x", "[" + " " * 8000, "#" * 8000 + "!",
+                 "</" * 4000, "`" * 2 + " " * 8000]:
+        assert neutralise(text) == text
 
 
 def test_the_block_frames_injections_in_both_languages() -> None:
