@@ -80,11 +80,17 @@ def extraction_messages(
 CONVERSATION_HEADER = "Conversation (JSON array of turns; assistant turns are context only):"
 
 
+# Line breaks JSON leaves unescaped with ensure_ascii=False (many readers, and Python's
+# splitlines, break lines at them): escaped too, so each object stays on its own line.
+_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
+
+
 def json_lines(items: list[dict[str, str]]) -> str:
     """A JSON array with one compact object per line (readable, and still one JSON value)."""
     if not items:
         return "[]"
-    return "[\n" + ",\n".join(json.dumps(i, ensure_ascii=False) for i in items) + "\n]"
+    lines = (json.dumps(i, ensure_ascii=False).translate(_LINE_BREAKS) for i in items)
+    return "[\n" + ",\n".join(lines) + "\n]"
 
 
 def read_transcript(prompt: str) -> list[dict[str, str]]:
