@@ -6,6 +6,7 @@ from fastapi import FastAPI
 
 from api.errors import install_error_handlers
 from api.index_pin import PinIndexMiddleware
+from api.json_body import JsonBodyMiddleware
 from api.middleware import BodyLimitMiddleware, RequestIdMiddleware
 from api.routers import (
     admin,
@@ -32,6 +33,9 @@ Long-term memory for chat agents. Writes are asynchronous: `POST /v1/interaction
 and every change to a memory answer `202` with a job id, and a worker does the work
 (`GET /v1/jobs/{job_id}`). Reads (`/v1/search`, listing) are synchronous.
 
+Request bodies are JSON, and are read as JSON whatever `Content-Type` says (`curl -d`
+needs no `-H 'Content-Type: application/json'`).
+
 Authenticate with `Authorization: Bearer <key>`; a key belongs to one tenant, and a
 request acts for any `user_id` of that tenant. Errors have the body
 `{"error": {"code", "message", "field"}}`.
@@ -49,6 +53,7 @@ def create_app(runtime: Runtime, keyring: KeyRing) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=runtime.settings.max_body_bytes)
     app.add_middleware(RequestIdMiddleware)
     install_error_handlers(app)
+    app.add_middleware(JsonBodyMiddleware)
     for module in (interactions, memories, search, context, jobs, health):
         app.include_router(module.router)
     app.add_middleware(PinIndexMiddleware, runtime=runtime)
