@@ -58,7 +58,7 @@ def up(
         console.print(f"API key (tenant 'default'): [bold]{info.api_key}[/bold]")
     if info.operator_key_file:
         console.print(f"operator key (store-wide /v1/admin/*): in {info.operator_key_file}",
-                      highlight=False)
+                      highlight=False, soft_wrap=True)
     console.print(f"data directory: {info.data_dir}")
     console.print(f"redis: {mask_url_passwords(info.redis_url)}", highlight=False)
     console.print("Press Ctrl-C to stop.")
