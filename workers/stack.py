@@ -75,8 +75,10 @@ class EmbeddedStack:
         """Everything but the HTTP server: Redis, store, worker."""
         configure_logging(self.settings.log_level, self.settings.log_json)
         make_private_dir(self.settings.data_dir)
+        # A Redis of its own gets a password kept in the data directory (0600).
         self.redis = ensure_redis(
-            self.settings.redis_url, self.settings.data_dir, start=self.settings.start_redis
+            self.settings.redis_url, self.settings.data_dir, start=self.settings.start_redis,
+            generate_password=True,
         )
         settings = self.settings.model_copy(update={"redis_url": self.redis.url})
         self.settings = settings

