@@ -25,6 +25,11 @@ def key_digest(key: str) -> str:
     return _digest(key)
 
 
+def _usable(key: str) -> bool:
+    """What `shared.api_keys.bearer_key` accepts from a request: printable ASCII, no space."""
+    return key.isascii() and key.isprintable() and " " not in key
+
+
 def parse_api_keys(spec: str) -> dict[str, str]:
     """`key=tenant,key2=tenant2` → {sha256(key): tenant}."""
     keys: dict[str, str] = {}
@@ -34,6 +39,9 @@ def parse_api_keys(spec: str) -> dict[str, str]:
         key, sep, tenant = pair.strip().partition("=")
         if not sep or not key.strip() or not tenant.strip():
             raise ConfigurationError("MEMORYD_API_KEYS must hold comma-separated key=tenant pairs")
+        if not _usable(key.strip()):
+            raise ConfigurationError("MEMORYD_API_KEYS: a key must be printable ASCII without "
+                                     "spaces (a request could never present it)")
         if tenant.strip() == OPERATOR_TENANT:
             raise ConfigurationError(
                 f"MEMORYD_API_KEYS: the tenant name {OPERATOR_TENANT!r} is reserved; "
@@ -54,6 +62,9 @@ def parse_operator_keys(spec: str) -> frozenset[str]:
         if "=" in key:
             raise ConfigurationError(
                 "MEMORYD_OPERATOR_KEYS holds comma-separated keys without tenants (no '=')")
+        if not _usable(key):
+            raise ConfigurationError("MEMORYD_OPERATOR_KEYS: a key must be printable ASCII "
+                                     "without spaces (a request could never present it)")
         digests.add(_digest(key))
     return frozenset(digests)
 

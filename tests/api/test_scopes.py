@@ -11,8 +11,9 @@ import pytest
 from helpers import save
 
 from shared.api_keys import ALL_SCOPES, ApiKeyStore, KeyScope, parse_scopes, required_scopes
-from shared.auth import OPERATOR_TENANT
-from shared.errors import InvalidInput
+from shared.auth import OPERATOR_TENANT, KeyRing
+from shared.errors import ConfigurationError, InvalidInput
+from shared.settings import Settings
 
 
 def client(base_url: str, key: str) -> httpx.Client:
@@ -194,3 +195,17 @@ def test_tenant_keys_cannot_be_made_operators(stack: Any) -> None:
     with pytest.raises(InvalidInput) as reserved:
         store.create(OPERATOR_TENANT, frozenset({KeyScope.READ}))
     assert reserved.value.field == "tenant"
+
+
+@pytest.mark.parametrize(("api_keys", "operator_keys"), [
+    ("k1=t1", "op=t1"),                 # a tenant pair pasted as an operator key
+    ("k1=t1", "k1"),                    # one key both a tenant's and an operator's
+    (f"k1={OPERATOR_TENANT}", "op"),    # the operators' pseudo-tenant named by a tenant key
+    ("ké=t1", "op"),                    # a key no request can present (non-ASCII)
+    ("k1=t1", "op密钥"),
+])
+def test_bad_key_settings_are_refused_at_start(tmp_path: Any, api_keys: str,
+                                               operator_keys: str) -> None:
+    settings = Settings(data_dir=tmp_path, api_keys=api_keys, operator_keys=operator_keys)
+    with pytest.raises(ConfigurationError):
+        KeyRing.from_settings(settings, embedded=False)
