@@ -37,15 +37,19 @@ Request bodies are JSON, and are read as JSON whatever `Content-Type` says (`cur
 needs no `-H 'Content-Type: application/json'`).
 
 Authenticate with `Authorization: Bearer <key>`; a key belongs to one tenant, and a
-request acts for any `user_id` of that tenant. Errors have the body
+request acts for any `user_id` of that tenant. The store-wide routes under `/v1/admin/`
+take an operator key instead (403 `forbidden` for a tenant's key). Errors have the body
 `{"error": {"code", "message", "field"}}`.
 """
 
 
-def create_app(runtime: Runtime, keyring: KeyRing) -> FastAPI:
+def create_app(runtime: Runtime, keyring: KeyRing, *, server_mode: bool = False) -> FastAPI:
+    """`server_mode`: the gateway of `memoryd serve` (listening for a network), where
+    /metrics needs its token unless `metrics_open` says otherwise."""
     app = FastAPI(title="memoryd", version="0.1.0", description=DESCRIPTION)
     app.state.runtime = runtime
     app.state.keyring = keyring
+    app.state.server_mode = server_mode
     app.state.api_keys = ApiKeyStore(runtime.redis)
     app.state.rate_limiter = RateLimiter(
         runtime.redis, runtime.settings.rate_limit_per_s, runtime.settings.rate_limit_burst

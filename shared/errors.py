@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
+from shared.logs import mask_url_passwords
+
 
 def field_path(parts: Iterable[Any]) -> str:
     """A pydantic error location as error bodies name fields: `messages[0].role`."""
@@ -23,6 +25,8 @@ class AppError(Exception):
     status: ClassVar[int] = 500
 
     def __init__(self, message: str, *, field: str | None = None, code: str | None = None):
+        # Messages reach clients, logs and job records: never with a URL's password.
+        message = mask_url_passwords(message)
         super().__init__(message)
         self.message = message
         self.field = field
@@ -203,3 +207,10 @@ class RateLimited(AppError):
     @property
     def headers(self) -> dict[str, str]:
         return {"Retry-After": str(self.retry_after_s)}
+
+
+class EmbedderNotAllowed(InvalidInput):
+    """A re-embedding asked for an embedder the deployment does not list
+    (`MEMORYD_REINDEX_EMBEDDERS`): refused before anything is built or fetched."""
+
+    code = "embedder_not_allowed"

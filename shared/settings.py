@@ -146,7 +146,8 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     log_json: bool | None = None  # None: JSON off a TTY, console on one
 
-    # Operations: /metrics (open unless a token is set), import limits.
+    # Operations: /metrics (open unless a token is set; see metrics_open for server mode),
+    # import limits.
     metrics_token: SecretStr | None = None
     metrics_count_ttl_s: float = Field(30.0, ge=0)  # stored-memory count is cached this long
     import_max_records: int = Field(1000, ge=1, le=100_000)  # records per POST /v1/import
@@ -162,6 +163,17 @@ class Settings(BaseSettings):
     retention_days: float | None = Field(None, gt=0)
     tenant_retention_days: str | None = None
     retention_purge_interval_s: float = Field(3600.0, ge=1)
+
+    # Issue 19 "ops" slice: operator credential, reindex allow-list, /metrics in server mode.
+    # Operator keys (comma-separated) reach only the store-wide routes (/v1/admin/*); tenant
+    # keys never do. Unset in embedded mode: one is generated into <data_dir>/operator-key.
+    operator_keys: SecretStr | None = None
+    # The embedders POST /v1/admin/reindex may switch to besides the configured `embedder`
+    # (comma-separated specs, as for `embedder`). The default lists the bundled models,
+    # which name no URL and no path; an empty value allows only the configured one.
+    reindex_embedders: str | None = "e5-small,use"
+    # Server mode (`memoryd serve`): /metrics needs MEMORYD_METRICS_TOKEN unless this is true.
+    metrics_open: bool = False
 
     @field_validator("redis_url")
     @classmethod
@@ -188,7 +200,7 @@ class Settings(BaseSettings):
                 raise ValueError(f"{name} must be below broker_visibility_timeout_s")
         if self.env == "production":
             for name in ("api_keys", "openai_api_key", "qdrant_api_key", "llm_api_key",
-                         "llm_judge_api_key"):
+                         "llm_judge_api_key", "operator_keys"):
                 secret = getattr(self, name)
                 if secret is not None and _is_placeholder(secret.get_secret_value()):
                     raise ValueError(f"{name} holds a placeholder secret")
@@ -209,6 +221,10 @@ class Settings(BaseSettings):
     @property
     def api_key_file(self) -> Path:
         return self.data_dir / "api-key"
+
+    @property
+    def operator_key_file(self) -> Path:
+        return self.data_dir / "operator-key"
 
 
 def parse_tenant_days(spec: str) -> dict[str, float]:

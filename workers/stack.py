@@ -15,6 +15,7 @@ import uvicorn
 from api.app import create_app
 from shared.auth import KeyRing, ensure_embedded_key
 from shared.logs import configure_logging, get_logger
+from shared.private_dirs import make_private_dir
 from shared.queue.celery_app import create_app as create_celery_app
 from shared.queue.names import QueueName, TaskName
 from shared.queue.recovery import RunRecord, requeue_unacked
@@ -55,6 +56,7 @@ class StackInfo:
     api_key: str | None
     data_dir: str
     redis_url: str
+    operator_key_file: str | None = None  # where the generated operator key is (0600)
 
 
 class EmbeddedStack:
@@ -72,9 +74,11 @@ class EmbeddedStack:
     def prepare(self) -> StackInfo:
         """Everything but the HTTP server: Redis, store, worker."""
         configure_logging(self.settings.log_level, self.settings.log_json)
-        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.settings.data_dir)
+        # A Redis of its own gets a password kept in the data directory (0600).
         self.redis = ensure_redis(
-            self.settings.redis_url, self.settings.data_dir, start=self.settings.start_redis
+            self.settings.redis_url, self.settings.data_dir, start=self.settings.start_redis,
+            generate_password=True,
         )
         settings = self.settings.model_copy(update={"redis_url": self.redis.url})
         self.settings = settings
@@ -119,11 +123,16 @@ class EmbeddedStack:
         self.server = uvicorn.Server(config)
         key = None if settings.api_keys is not None else ensure_embedded_key(settings)
         settle_for_serving(self.runtime)
+        # The operator key is only named, never printed: it reaches every tenant's data.
+        configured = settings.operator_keys is not None and bool(
+            settings.operator_keys.get_secret_value().strip())
+        operator_file = None if configured else str(settings.operator_key_file)
         return StackInfo(
             base_url=f"http://{settings.host}:{settings.port}",
             api_key=key,
             data_dir=str(settings.data_dir),
             redis_url=settings.redis_url,
+            operator_key_file=operator_file,
         )
 
     def serve_forever(self) -> None:
