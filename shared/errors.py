@@ -203,3 +203,11 @@ class RateLimited(AppError):
     @property
     def headers(self) -> dict[str, str]:
         return {"Retry-After": str(self.retry_after_s)}
+
+
+class Forgotten(PermanentError):
+    """A forget that came after this job was accepted covers what it would write: the job
+    writes nothing and fails with this reason (retrying cannot help)."""
+
+    code = "forgotten"
+    status = 409

@@ -27,6 +27,7 @@ from shared.extract.operations import (
     Said,
     validate_operations,
 )
+from shared.forgetting import refuse_forgotten
 from shared.identity import content_hash, memory_id
 from shared.keywords import keyword_vector
 from shared.llm.ask import ask_json
@@ -199,6 +200,8 @@ class LLMExtraction:
                 return {"outcome": "skipped", "memory_id": step.target.id,
                         "reason": "the target is no longer a current memory"}
             old = MemoryRecord.from_payload(found[0].id, found[0].payload)
+            refuse_forgotten(self.rt.redis, owner, old.scope.value, old.project,
+                             [self._candidate(cmd, step, when)], job_id)
             chash = content_hash(step.planned.content)
             if chash == old.content_hash:
                 return self._refresh_locked(owner, old, job_id)
