@@ -8,8 +8,12 @@ on disk, and afterwards every kept marker (another user's) must still be found.
 
 from __future__ import annotations
 
+import os
 import random
+import re
 import string
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterable
@@ -17,16 +21,20 @@ from pathlib import Path
 
 import httpx
 
+from ops.bench_common import ROOT
 from ops.chaos_common import (
     FakeOpenAIEmbeddings,
     Row,
     ScenarioFailed,
+    clean_env,
     list_contents,
     wait_jobs,
     wait_until,
 )
 from ops.chaos_embedded import running
 from ops.chaos_procs import UpStack
+
+MARKER = re.compile(rb"qx(?:gone|kept)[a-z]{14}")
 
 
 def marker(rng: random.Random, kind: str) -> str:
@@ -35,14 +43,17 @@ def marker(rng: random.Random, kind: str) -> str:
 
 
 def scan(roots: Iterable[Path], markers: Iterable[str]) -> tuple[dict[str, list[str]], int, int]:
-    """Which markers occur in which files: every byte of every regular file under `roots`.
-    Returns the hits, the files read and the bytes read."""
-    needles = {m: m.encode() for m in markers}
+    """Which markers occur in which files: every byte of every regular file under `roots`
+    (one pass per file for every marker's shape). Returns the hits, the files read and the
+    bytes read."""
+    wanted = set(markers)
     hits: dict[str, list[str]] = {}
     files = size = 0
     for root in roots:
-        paths = sorted(root.rglob("*")) if root.is_dir() else [root]
-        for path in paths:
+        paths = [root]
+        if root.is_dir():
+            paths = [Path(d) / f for d, _, names in os.walk(root) for f in names]
+        for path in sorted(paths):
             if path.is_symlink() or not path.is_file():
                 continue
             try:
@@ -51,8 +62,9 @@ def scan(roots: Iterable[Path], markers: Iterable[str]) -> tuple[dict[str, list[
                 continue  # removed while we walked (a rewrite's temporary file)
             files += 1
             size += len(data)
-            for text, needle in needles.items():
-                if needle in data:
+            for found in set(MARKER.findall(data)):
+                text = found.decode()
+                if text in wanted:
                     hits.setdefault(text, []).append(str(path))
     return hits, files, size
 
@@ -64,11 +76,15 @@ def _enqueue(api: httpx.Client, path: str, body: dict[str, object]) -> str:
     return str(answer.json()["job_id"])
 
 
-def forgotten_text_erased(work: Path, n: int, bound_s: float = 0.0) -> Row:
+def forgotten_text_erased(work: Path, n: int, bound_s: float = 0.0,
+                          operator: bool = False) -> Row:
     """Save `n` marker memories for one user (saves in and out of a thread, a raw
     interaction, an edit that puts two markers in the audit trail, a failed job's kept
     arguments) and `n` for another; forget the first user; wait for the compaction
-    (`MEMORYD_ERASURE_COMPACTION_S` = `bound_s`); scan the data directory and the logs."""
+    (`MEMORYD_ERASURE_COMPACTION_S` = `bound_s`, or with `operator` an hour and then
+    `memoryd erase` at once); scan the data directory and the logs."""
+    if operator:
+        bound_s = 3600.0
     rng = random.Random(uuid.uuid4().int)
     gone_user, kept_user = f"erase-{uuid.uuid4().hex[:8]}", f"keep-{uuid.uuid4().hex[:8]}"
     gone = [marker(rng, "gone") for _ in range(n + 3)]
@@ -117,7 +133,14 @@ def forgotten_text_erased(work: Path, n: int, bound_s: float = 0.0) -> Row:
                                                         "wait": 30})
             if forgot.status_code != 200:
                 raise ScenarioFailed(f"forget answered {forgot.status_code}: {forgot.text}")
-            if bound_s > 0:
+            if operator:
+                erase = subprocess.run(
+                    [sys.executable, "-m", "workers.cli", "erase", "--wait", "120"], cwd=ROOT,
+                    env=clean_env(redis_url=stack.settings["redis_url"], data_dir=data),
+                    capture_output=True, text=True, timeout=180)
+                if erase.returncode != 0:
+                    raise ScenarioFailed(f"memoryd erase failed: {erase.stdout}{erase.stderr}")
+            elif bound_s > 0:
                 wait_until(lambda: "erasure_compacted" in stack.log_path.read_text(
                     errors="replace"), bound_s + 120, "the periodic compaction")
             erased_s = time.monotonic() - started
@@ -134,8 +157,9 @@ def forgotten_text_erased(work: Path, n: int, bound_s: float = 0.0) -> Row:
         fake.stop()
     notes.append(f"{len(before)} of {len(gone)} forgotten markers on disk before the forget, "
                  f"{len(left)} after the compaction, {len(stopped)} after the stop")
+    how = "memoryd erase" if operator else f"bound {bound_s:g} s"
     notes.append(f"{files} files, {size / 1e6:.1f} MB scanned; forget to erased "
-                 f"{erased_s:.1f} s (bound {bound_s:g} s)")
+                 f"{erased_s:.1f} s ({how})")
     if left:
         notes.append(f"left: {dict(list(left.items())[:3])}")
     return Row("forget, compaction: markers on disk", len(gone) + len(kept), len(kept),

@@ -17,28 +17,37 @@ At 0 the forget task compacts before it returns. Otherwise a periodic task
 (`memory.erase`; a timer in `memoryd up`, beat in server mode) runs every that many
 seconds and compacts when a forget happened since the last compaction: a text stays on
 disk at most the bound plus the compaction's own run (and its wait in the queue).
+`memoryd erase` compacts at once, through the same task.
 Logs never carry memory text (task logs name ids, codes and counts).
 
 Redis keys: `memoryd:erasure:forgets` (forgets so far), `memoryd:erasure:compacted`
-(that count when the last successful compaction started).
+(that count when the last successful compaction started), `memoryd:erasure:lock`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
 import redis
+from celery import Celery
 from redis.exceptions import RedisError, ResponseError
 
 from shared.logs import get_logger
+from shared.queue.names import TaskName
+from shared.queue.send import send
 from shared.runtime import Runtime
 
 log = get_logger("memoryd.erasure")
 
 FORGETS = "memoryd:erasure:forgets"
 COMPACTED = "memoryd:erasure:compacted"
+LOCK = "memoryd:erasure:lock"
 REDIS_WAIT_S = 120.0
+# A compaction copies the whole store: an hour covers millions of points; a holder that
+# dies frees the lock at the latest then.
+LOCK_TIMEOUT_S = 3600.0
 _POLL_S = 0.05
 
 
@@ -56,18 +65,34 @@ def pending(client: redis.Redis) -> tuple[int, int]:
 
 
 def compact_if_due(rt: Runtime) -> dict[str, Any]:
-    """The periodic task: compact when a forget happened since the last compaction."""
+    """The periodic task: compact when a forget happened since the last compaction. When
+    another compaction is running this one leaves: a forget it does not cover is still
+    pending, and the next period takes it."""
     forgets, compacted = pending(rt.redis)
     if forgets <= compacted:
         return {"compacted": False}
-    return compact(rt)
+    return compact(rt, wait_s=0.0)
 
 
-def compact(rt: Runtime) -> dict[str, Any]:
-    """Rewrite the store's and Redis's files from what is live now.
+def compact(rt: Runtime, wait_s: float | None = None) -> dict[str, Any]:
+    """Rewrite the store's and Redis's files from what is live now, one compaction at a
+    time (a Redis lock: every worker process may run one); `wait_s` for the lock (None:
+    as long as a compaction may take).
 
     Every forget counted before this starts is covered: the store copy and the Redis
     rewrites both happen after it (a forget that starts meanwhile counts for the next)."""
+    lock = rt.redis.lock(LOCK, timeout=LOCK_TIMEOUT_S)
+    if not lock.acquire(blocking=wait_s != 0,
+                        blocking_timeout=LOCK_TIMEOUT_S if wait_s is None else wait_s):
+        return {"compacted": False, "busy": True}
+    try:
+        return _compact(rt)
+    finally:
+        with contextlib.suppress(RedisError):
+            lock.release()
+
+
+def _compact(rt: Runtime) -> dict[str, Any]:
     started = time.monotonic()
     forgets, _ = pending(rt.redis)
     store = rt.index.compact()
@@ -82,6 +107,23 @@ def compact(rt: Runtime) -> dict[str, Any]:
     log.info("erasure_compacted", forgets=forgets, seconds=report["seconds"],
              redis=redis_report)
     return report
+
+
+def request(client: redis.Redis, celery: Celery) -> int:
+    """The operator's trigger (`memoryd erase`): the next compaction runs now, whatever
+    the bound. Returns the count `wait_compacted` waits for."""
+    target = int(client.incr(FORGETS))
+    send(celery, TaskName.ERASE, {})
+    return target
+
+
+def wait_compacted(client: redis.Redis, target: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while pending(client)[1] < target:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def _idle(client: redis.Redis, deadline: float) -> dict[str, Any]:

@@ -201,6 +201,7 @@ class EdgeStore(Store):
         self._with_audit = audit
         self._lock = threading.Lock()
         self._writes = _WriteGate()
+        self._compacting = threading.Lock()
         self._configs: dict[str, qe.EdgeConfig] = {}
         self._retired: list[tuple[qe.EdgeShard, Path]] = []
 
@@ -286,15 +287,16 @@ class EdgeStore(Store):
                 shards.append((self._root / f"{self.collection}_audit", "_audit"))
         copied: dict[str, Any] = {}
         started = time.monotonic()
-        with self._writes.alone():
-            for path, attr in shards:
-                old = getattr(self, attr)
-                if old is None:
-                    continue
-                copied[path.name] = self._rebuild(old, path, attr)
-        # Writes go on meanwhile; reads that began on a replaced shard end before it closes.
-        time.sleep(RETIRE_AFTER_S if copied else 0.0)
-        self._close_retired()
+        with self._compacting:
+            with self._writes.alone():
+                for path, attr in shards:
+                    old = getattr(self, attr)
+                    if old is None:
+                        continue
+                    copied[path.name] = self._rebuild(old, path, attr)
+            # Writes go on now; reads that began on a replaced shard end before it closes.
+            time.sleep(RETIRE_AFTER_S if copied else 0.0)
+            self._close_retired()
         return {"points": copied, "seconds": round(time.monotonic() - started, 3)}
 
     def _rebuild(self, old: qe.EdgeShard, path: Path, attr: str) -> int:

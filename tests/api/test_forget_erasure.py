@@ -65,7 +65,8 @@ def test_forget_all_blanks_the_text_in_job_results(api: httpx.Client, user: str)
 @pytest.fixture(scope="module")
 def paused_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[UpStack, Any]]:
     """`memoryd up` on the fake embedding API; `embed.documents` pauses a write for 3 s
-    once its marker file is removed (it starts present: nothing pauses)."""
+    once its marker file is removed (it starts present: nothing pauses). Every forget
+    compacts before it answers (bound 0)."""
     work = tmp_path_factory.mktemp("forget-stack")
     fp_dir = work / "failpoints"
     fp_dir.mkdir()
@@ -74,7 +75,8 @@ def paused_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[UpS
     stack = UpStack("forget", work / "data", work, embedder="openai:fake-embed",
                     openai_base_url=fake.base_url, failpoints=failpoints.EMBED_DOCUMENTS,
                     failpoint_dir=fp_dir, failpoint_pause_s=3, task_max_retries=0,
-                    task_unavailable_max_retries=0, worker_concurrency=4)
+                    task_unavailable_max_retries=0, worker_concurrency=4,
+                    erasure_compaction_s=0, log_level="INFO")
     try:
         stack.start()
         yield stack, fake
@@ -132,6 +134,7 @@ def test_failed_job_then_forget_then_retry_stores_nothing(
             assert retried.status_code == 409, retried.text
             assert retried.json()["error"]["code"] == "conflict"
         assert api.post(f"/v1/jobs/{kept}/retry").status_code == 202
+        assert "erasure_compacted" in stack.log_path.read_text(errors="replace")
         assert wait_job(api, kept)["status"] == "succeeded"
         assert contents(api, user) == ["I play the cello on Sundays"]
         assert contents(api, other) == []
@@ -139,8 +142,14 @@ def test_failed_job_then_forget_then_retry_stores_nothing(
         assert all(j["payload_bytes"] == 0 for j in listed if j["job_id"] in (gone, all_gone))
 
 
-def test_forgotten_markers_leave_every_byte_on_disk(tmp_path: Path) -> None:
-    """The chaos scenario at a small size: markers saved, forgotten, compacted at the end of
-    the forget (bound 0), then none in the data directory or the logs; the kept ones stay."""
-    row = forgotten_text_erased(tmp_path, n=4, bound_s=0.0)
+@pytest.mark.parametrize(("bound_s", "operator"), [(2.0, False), (0.0, True)],
+                         ids=["periodic", "memoryd-erase"])
+def test_forgotten_markers_leave_every_byte_on_disk(
+    tmp_path: Path, bound_s: float, operator: bool,
+) -> None:
+    """The chaos scenario at a small size: markers saved, forgotten and compacted (by the
+    periodic task, or by `memoryd erase`), then none in the data directory or the logs;
+    the kept ones are still there. (At bound 0 the forget compacts itself: the stack
+    above runs so.)"""
+    row = forgotten_text_erased(tmp_path, n=4, bound_s=bound_s, operator=operator)
     assert row.ok and row.lost == 0 and row.found == row.expected == 4, row
