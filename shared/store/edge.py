@@ -160,7 +160,7 @@ _BUILDING, _READY, _OLD = ".compacting", ".ready", ".old"
 # A replaced shard stays open this long for reads that started on it before the swap
 # (a read is one shard call: milliseconds).
 RETIRE_AFTER_S = 1.0
-_COPY_PAGE = 512
+_COPY_PAGE = 2000
 
 
 def settle_compaction(path: Path) -> None:
@@ -307,6 +307,9 @@ class EdgeStore(Store):
         new = qe.EdgeShard.create(str(building), config)
         count = 0
         try:
+            # Indexes first: kept up point by point, cheaper here than built at the end.
+            indexes = MEMORY_INDEXES if attr == "_mem" else AUDIT_INDEXES
+            self._ensure_indexes(((new, indexes),))
             offset: Any = None
             while True:
                 records, offset = old.scroll(qe.ScrollRequest(
@@ -317,8 +320,6 @@ class EdgeStore(Store):
                     count += len(records)
                 if offset is None:
                     break
-            indexes = MEMORY_INDEXES if attr == "_mem" else AUDIT_INDEXES
-            self._ensure_indexes(((new, indexes),))
             new.flush()
         finally:
             new.close()
