@@ -153,3 +153,21 @@ def test_forgotten_markers_leave_every_byte_on_disk(
     above runs so.)"""
     row = forgotten_text_erased(tmp_path, n=4, bound_s=bound_s, operator=operator)
     assert row.ok and row.lost == 0 and row.found == row.expected == 4, row
+
+
+def test_beat_schedules_the_compaction_at_the_bound() -> None:
+    from celery import Celery
+
+    from shared.queue.celery_app import configure
+    from shared.queue.names import QUEUE_OF, TaskName
+    from shared.settings import Settings
+
+    app = Celery("probe", set_as_current=False)
+    configure(app, Settings(erasure_compaction_s=120))
+    entry = app.conf.beat_schedule["erase-forgotten"]
+    assert entry["task"] == TaskName.ERASE.value == "memory.erase"
+    assert entry["schedule"] == 120
+    assert entry["options"]["queue"] == QUEUE_OF[TaskName.ERASE].value
+    # At 0 the forget compacts itself: nothing to schedule.
+    configure(app, Settings(erasure_compaction_s=0))
+    assert "erase-forgotten" not in app.conf.beat_schedule
