@@ -142,6 +142,7 @@ class MemoryWriter:
     def delete(self, cmd: DeleteCommand, job_id: str) -> dict[str, Any]:
         owner = cmd.owner
         contents: list[str] = []
+        span = ForgetSpan()
         with self._lock(owner):
             found = self.rt.store.get(owner, [cmd.memory_id])
             # Forgetting a memory forgets its earlier versions too (shared/conflicts.py).
