@@ -38,6 +38,7 @@ EPOCH = "memoryd:forget:epoch:"
 LOG = "memoryd:forget:log:"
 USER_JOBS = "memoryd:jobs:user:"
 LOG_KEEP = 1000
+_SCRUB_BATCH = 500
 # Keys of job results and errors whose values are a memory's or a message's text.
 TEXT_KEYS = frozenset({"content", "before", "after", "reply"})
 
@@ -226,25 +227,27 @@ def scrub_jobs(
     the failed jobs this forget covers. Returns how many records changed."""
     index = user_jobs_key(owner.tenant_id, owner.user_id)
     client.zremrangebyscore(index, "-inf", utcnow().timestamp() - ttl_s)
-    job_ids = [_text(j) for j in client.zrange(index, 0, -1)]
     contents = list(contents)
-    pipe = client.pipeline(transaction=False)
-    for job_id in job_ids:
-        pipe.hmget(f"memoryd:job:{job_id}", ["result", "error", "payload"])
     results, payloads = 0, 0
-    write = client.pipeline(transaction=False)
-    for job_id, (result, error, payload) in zip(job_ids, pipe.execute(), strict=True):
-        key = f"memoryd:job:{job_id}"
-        for name, raw in (("result", result), ("error", error)):
-            if not raw:
-                continue
-            value = json.loads(raw)
-            blanked = blank_text(value)
-            if blanked != value:
-                write.hset(key, name, json.dumps(blanked))
-                results += 1
-        if payload and payload_covered(json.loads(payload), span, contents):
-            write.hdel(key, "payload")
-            payloads += 1
-    write.execute()
+    total = int(client.zcard(index))
+    for start in range(0, total, _SCRUB_BATCH):  # newest last: one appended meanwhile is in
+        job_ids = [_text(j) for j in client.zrange(index, start, start + _SCRUB_BATCH - 1)]
+        pipe = client.pipeline(transaction=False)
+        for job_id in job_ids:
+            pipe.hmget(f"memoryd:job:{job_id}", ["result", "error", "payload"])
+        write = client.pipeline(transaction=False)
+        for job_id, (result, error, payload) in zip(job_ids, pipe.execute(), strict=True):
+            key = f"memoryd:job:{job_id}"
+            for name, raw in (("result", result), ("error", error)):
+                if not raw:
+                    continue
+                value = json.loads(raw)
+                blanked = blank_text(value)
+                if blanked != value:
+                    write.hset(key, name, json.dumps(blanked))
+                    results += 1
+            if payload and payload_covered(json.loads(payload), span, contents):
+                write.hdel(key, "payload")
+                payloads += 1
+        write.execute()
     return {"results": results, "payloads": payloads}
