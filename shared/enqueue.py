@@ -24,7 +24,7 @@ def submit(
     tenant = command.tenant_id
     job_id = job_id_for(tenant, idempotency_key) if idempotency_key else str(uuid.uuid4())
     try:
-        if not rt.jobs.create(job_id, tenant, task.value, command.request_id):
+        if not rt.jobs.create(job_id, tenant, task.value, command.request_id, command.user_id):
             return JobAccepted(job_id=job_id, status=rt.jobs.get(job_id, tenant).status)
     except RedisError as exc:
         raise QueueUnavailable(f"the queue is unreachable: {exc}") from exc

@@ -214,3 +214,11 @@ class EmbedderNotAllowed(InvalidInput):
     (`MEMORYD_REINDEX_EMBEDDERS`): refused before anything is built or fetched."""
 
     code = "embedder_not_allowed"
+
+
+class Forgotten(PermanentError):
+    """A forget that came after this job was accepted covers what it would write: the job
+    writes nothing and fails with this reason (retrying cannot help)."""
+
+    code = "forgotten"
+    status = 409

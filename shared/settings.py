@@ -163,6 +163,11 @@ class Settings(BaseSettings):
     retention_days: float | None = Field(None, gt=0)
     tenant_retention_days: str | None = None
     retention_purge_interval_s: float = Field(3600.0, ge=1)
+    # Forget and erasure (shared/forgetting.py, shared/erasure.py): forgotten text is gone
+    # from every file under data_dir within this many seconds of the forget (plus the
+    # compaction's own run); 0 compacts at the end of every forget. Capped at half the
+    # broker visibility timeout (the compaction waits in the queue as a delayed task).
+    erasure_compaction_s: float = Field(300.0, ge=0)
 
     # Issue 19 "ops" slice: operator credential, reindex allow-list, /metrics in server mode.
     # Operator keys (comma-separated) reach only the store-wide routes (/v1/admin/*); tenant

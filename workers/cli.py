@@ -245,6 +245,26 @@ def keys_revoke(key_id: Annotated[str, typer.Argument(help="the id `keys list` s
     _keys_call(run)
 
 
+@app.command()
+def erase(
+    wait: Annotated[float, typer.Option(help="seconds to wait for it to finish")] = 600.0,
+) -> None:
+    """Compact now: forgotten text leaves the store's and Redis's files (a running stack's
+    worker does it; MEMORYD_ERASURE_COMPACTION_S bounds it otherwise)."""
+    from shared import erasure
+    from shared.runtime import Runtime
+
+    runtime = Runtime(_settings())
+    try:
+        target = erasure.request(runtime.redis, runtime.celery)
+        if not erasure.wait_compacted(runtime.redis, target, wait):
+            console.print(f"[red]the compaction did not finish within {wait:g}s[/red]")
+            raise typer.Exit(1)
+    finally:
+        runtime.close()
+    console.print("compacted: forgotten text is gone from the store's and Redis's files")
+
+
 def main() -> None:
     app()
 

@@ -69,6 +69,7 @@ class EmbeddedStack:
         self.server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.purger: PeriodicSender | None = None
+        self.eraser: PeriodicSender | None = None
         self._run: RunRecord | None = None
 
     def prepare(self) -> StackInfo:
@@ -115,6 +116,14 @@ class EmbeddedStack:
             first_s=min(300.0, settings.retention_purge_interval_s),
         )
         self.purger.start()
+        # Forgotten text leaves the files within MEMORYD_ERASURE_COMPACTION_S (at 0 the
+        # forget itself compacts): shared/erasure.py.
+        if settings.erasure_compaction_s > 0:
+            self.eraser = PeriodicSender(
+                self.runtime.celery, TaskName.ERASE, settings.erasure_compaction_s,
+                first_s=settings.erasure_compaction_s,
+            )
+            self.eraser.start()
         app = create_app(self.runtime, keyring)
         config = uvicorn.Config(
             app, host=settings.host, port=settings.port, log_config=None, access_log=False,
@@ -164,6 +173,9 @@ class EmbeddedStack:
         if self.purger is not None:
             self.purger.stop()
             self.purger = None
+        if self.eraser is not None:
+            self.eraser.stop()
+            self.eraser = None
         if self.llm_worker is not None:
             self.llm_worker.stop()
             self.llm_worker = None

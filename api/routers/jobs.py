@@ -42,7 +42,8 @@ def list_jobs(
 @router.post("/jobs/{job_id}/retry", status_code=status.HTTP_202_ACCEPTED,
              response_model=JobAccepted)
 def retry_job(job_id: str, rt: RuntimeDep, tenant: TenantDep) -> JobAccepted:
-    """Run a failed job again with the same arguments under the same id (409 if not failed).
+    """Run a failed job again with the same arguments under the same id (409 if not failed,
+    or if a forget removed its arguments).
 
     Needs scopes `write` and `admin`. Safe: every write is idempotent.
     """

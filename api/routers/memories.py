@@ -38,6 +38,7 @@ Wait = Annotated[float, Query(ge=0, le=30, description="seconds to wait for the 
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 413: {"model": ErrorBody},
     422: {"model": ErrorBody}, 503: {"model": ErrorBody},
+    409: {"model": ErrorBody, "description": "with ?wait=: `forgotten` (a later forget covers it)"},
 }
 
 
@@ -163,7 +164,10 @@ def forget_memories(
     all: Annotated[bool, Query(description="forget every memory of the user")] = False,
     wait: Wait = 0,
 ) -> Response:
-    """Bulk forget by thread and/or occurred_at range; `all=true` forgets everything."""
+    """Bulk forget by thread and/or occurred_at range; `all=true` forgets everything.
+
+    The text also leaves the user's job results and the failed jobs' kept arguments at
+    once, and every file on disk within `MEMORYD_ERASURE_COMPACTION_S` (docs/erasure.md)."""
     if thread_id is None and before is None and after is None and not all:
         raise InvalidInput("give thread_id, before or after (or all=true)", field="thread_id")
     before = as_utc(before) if before is not None else None

@@ -40,6 +40,11 @@ def configure(app: Celery, settings: Settings) -> None:
                 "schedule": settings.retention_purge_interval_s,
                 "options": {"queue": QUEUE_OF[TaskName.PURGE_EXPIRED].value},
             },
+            **({"erase-forgotten": {
+                "task": TaskName.ERASE.value,
+                "schedule": settings.erasure_compaction_s,
+                "options": {"queue": QUEUE_OF[TaskName.ERASE].value},
+            }} if settings.erasure_compaction_s > 0 else {}),
         },
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,

@@ -10,6 +10,7 @@ from typing import Any, cast
 import redis
 
 from shared.errors import NotFound
+from shared.forgetting import EPOCH, blank_text, epoch_key, user_jobs_key
 from shared.models import JobStatus, utcnow
 from shared.schemas import JobView
 
@@ -21,6 +22,13 @@ if redis.call('HSETNX', KEYS[1], 'tenant_id', ARGV[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'status', 'queued', 'attempts', 0, 'kind', ARGV[2],
            'request_id', ARGV[3], 'created_at', ARGV[4], 'updated_at', ARGV[4])
 redis.call('EXPIRE', KEYS[1], ARGV[5])
+if ARGV[6] ~= '' then
+  -- The user's forget epoch now: a later forget covers this job (shared/forgetting.py).
+  redis.call('HSET', KEYS[1], 'user_id', ARGV[6],
+             'forget_epoch', redis.call('GET', KEYS[2]) or '0')
+  redis.call('ZADD', KEYS[3], ARGV[7], ARGV[8])
+  redis.call('EXPIRE', KEYS[3], ARGV[5])
+end
 return 1
 """
 _BEGIN = """
@@ -33,12 +41,37 @@ redis.call('EXPIRE', KEYS[1], ARGV[2])
 return false
 """
 
+# Forgotten since accepted: the user's epoch moved past the one the job recorded.
+_FORGOTTEN_SINCE = """
+local function forgotten_since()
+  local user = redis.call('HGET', KEYS[1], 'user_id')
+  local tenant = redis.call('HGET', KEYS[1], 'tenant_id')
+  local accepted = redis.call('HGET', KEYS[1], 'forget_epoch')
+  if not user or not tenant or not accepted then return false end
+  local now = tonumber(redis.call('GET', ARGV[#ARGV] .. tenant .. ':' .. user) or '0')
+  return now > tonumber(accepted)
+end
+"""
+# A result stored after a forget that came after the job was accepted has its texts blanked.
+_SUCCEED = _FORGOTTEN_SINCE + """
+local result = ARGV[1]
+if forgotten_since() then result = ARGV[2] end
+redis.call('HSET', KEYS[1], 'status', 'succeeded', 'result', result, 'error', '',
+           'updated_at', ARGV[3])
+redis.call('HDEL', KEYS[1], 'payload')
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+return 1
+"""
+
 # Failing also files the job in its tenant's failed-jobs index (score: the time it failed)
 # and keeps the task's arguments, so `POST /v1/jobs/{id}/retry` can send them again.
-_FAIL = """
+# A job accepted before a later forget keeps no arguments: they may hold what it removed.
+_FAIL = _FORGOTTEN_SINCE + """
 redis.call('HSET', KEYS[1], 'status', 'failed', 'error', ARGV[1], 'updated_at', ARGV[2],
            'failed_at', ARGV[2])
-if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'payload', ARGV[3]) end
+if ARGV[3] ~= '' and not forgotten_since() then
+  redis.call('HSET', KEYS[1], 'payload', ARGV[3])
+end
 redis.call('EXPIRE', KEYS[1], ARGV[5])
 local tenant = redis.call('HGET', KEYS[1], 'tenant_id')
 if tenant then redis.call('ZADD', ARGV[6] .. tenant, ARGV[4], ARGV[7]) end
@@ -58,16 +91,24 @@ class JobStore:
         self._create = client.register_script(_CREATE)
         self._begin = client.register_script(_BEGIN)
         self._fail = client.register_script(_FAIL)
+        self._succeed = client.register_script(_SUCCEED)
 
     @staticmethod
     def _key(job_id: str) -> str:
         return f"memoryd:job:{job_id}"
 
-    def create(self, job_id: str, tenant_id: str, kind: str, request_id: str | None) -> bool:
-        """Claim the id; False when it already exists (the same idempotency key)."""
-        now = utcnow().isoformat()
-        args: list[str | int] = [tenant_id, kind, request_id or "", now, self._ttl]
-        return bool(self._create(keys=[self._key(job_id)], args=args))
+    def create(
+        self, job_id: str, tenant_id: str, kind: str, request_id: str | None,
+        user_id: str | None = None,
+    ) -> bool:
+        """Claim the id; False when it already exists (the same idempotency key). With the
+        user, the job records their forget epoch and joins their job index."""
+        now = utcnow()
+        args: list[str | int | float] = [tenant_id, kind, request_id or "", now.isoformat(),
+                                          self._ttl, user_id or "", now.timestamp(), job_id]
+        keys = [self._key(job_id), epoch_key(tenant_id, user_id or ""),
+                user_jobs_key(tenant_id, user_id or "")]
+        return bool(self._create(keys=keys, args=args))
 
     def discard(self, job_id: str) -> None:
         self._r.delete(self._key(job_id))
@@ -91,14 +132,10 @@ class JobStore:
         self._set(job_id, status=JobStatus.RETRYING.value, error=json.dumps(error))
 
     def mark_succeeded(self, job_id: str, result: dict[str, Any]) -> None:
-        fields = {"status": JobStatus.SUCCEEDED.value, "result": json.dumps(result), "error": "",
-                  "updated_at": utcnow().isoformat()}
-        pipe = self._r.pipeline(transaction=False)
-        pipe.hset(self._key(job_id), mapping=cast(Mapping[Any, Any], fields))
         # A retried job's kept arguments are no longer needed once it succeeds.
-        pipe.hdel(self._key(job_id), "payload")
-        pipe.expire(self._key(job_id), self._ttl)
-        pipe.execute()
+        args: list[str | int] = [json.dumps(result), json.dumps(blank_text(result)),
+                                 utcnow().isoformat(), self._ttl, EPOCH]
+        self._succeed(keys=[self._key(job_id)], args=args)
 
     def mark_failed(
         self, job_id: str, error: dict[str, Any], payload: dict[str, Any] | None = None
@@ -106,7 +143,7 @@ class JobStore:
         now = utcnow()
         args: list[str | int | float] = [
             json.dumps(error), now.isoformat(), json.dumps(payload) if payload else "",
-            now.timestamp(), self._ttl, FAILED_INDEX, job_id,
+            now.timestamp(), self._ttl, FAILED_INDEX, job_id, EPOCH,
         ]
         self._fail(keys=[self._key(job_id)], args=args)
 

@@ -23,6 +23,7 @@ class TaskName(StrEnum):
     IMPORT = "memory.import"  # POST /v1/import: a batch of explicit saves, source=import
     PURGE_EXPIRED = "memory.purge_expired"  # retention: delete what expired (beat / timer)
     EXTRACT_LLM = "memory.extract_llm"  # an interaction through the LLM extractor
+    ERASE = "memory.erase"  # forgotten text out of the files (shared/erasure.py; periodic)
 
 
 QUEUE_OF: dict[TaskName, QueueName] = {
@@ -38,4 +39,5 @@ QUEUE_OF: dict[TaskName, QueueName] = {
     TaskName.IMPORT: QueueName.MEMORY,
     TaskName.PURGE_EXPIRED: QueueName.MEMORY,
     TaskName.EXTRACT_LLM: QueueName.LLM,
+    TaskName.ERASE: QueueName.MEMORY,
 }
