@@ -203,3 +203,9 @@ class RateLimited(AppError):
     @property
     def headers(self) -> dict[str, str]:
         return {"Retry-After": str(self.retry_after_s)}
+
+
+class IdempotencyConflict(Conflict):
+    """An idempotency key was used again for a different request (another body)."""
+
+    code = "idempotency_conflict"

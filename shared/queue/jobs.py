@@ -20,6 +20,7 @@ _CREATE = """
 if redis.call('HSETNX', KEYS[1], 'tenant_id', ARGV[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'status', 'queued', 'attempts', 0, 'kind', ARGV[2],
            'request_id', ARGV[3], 'created_at', ARGV[4], 'updated_at', ARGV[4])
+if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'digest', ARGV[6]) end
 redis.call('EXPIRE', KEYS[1], ARGV[5])
 return 1
 """
@@ -63,11 +64,24 @@ class JobStore:
     def _key(job_id: str) -> str:
         return f"memoryd:job:{job_id}"
 
-    def create(self, job_id: str, tenant_id: str, kind: str, request_id: str | None) -> bool:
-        """Claim the id; False when it already exists (the same idempotency key)."""
+    def create(
+        self, job_id: str, tenant_id: str, kind: str, request_id: str | None, digest: str = ""
+    ) -> bool:
+        """Claim the id; False when it already exists (the same idempotency key).
+
+        `digest`: the request's digest (`shared.identity.request_digest`), kept so a repeat
+        of the key can be told apart from another request under the same key.
+        """
         now = utcnow().isoformat()
-        args: list[str | int] = [tenant_id, kind, request_id or "", now, self._ttl]
+        args: list[str | int] = [tenant_id, kind, request_id or "", now, self._ttl, digest]
         return bool(self._create(keys=[self._key(job_id)], args=args))
+
+    def digest(self, job_id: str) -> str | None:
+        """The digest the job was created with; None when it has none (or is gone)."""
+        value = self._r.hget(self._key(job_id), "digest")
+        if value is None:
+            return None
+        return value.decode() if isinstance(value, bytes) else str(value)
 
     def discard(self, job_id: str) -> None:
         self._r.delete(self._key(job_id))
