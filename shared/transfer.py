@@ -22,7 +22,7 @@ from shared.limits import check_save
 from shared.models import MemoryType, Owner, Scope, Source, UtcDatetime
 from shared.reads import list_memories
 from shared.runtime import Runtime
-from shared.schemas import Identifier, SaveRequest, Scoped, Tag, Text
+from shared.schemas import Content, Identifier, SaveRequest, Scoped, Tag
 from shared.settings import Settings
 from shared.writes import MemoryWriter
 
@@ -37,7 +37,7 @@ class ImportRecord(Scoped):
     (so links to the source's ids would point nowhere), the source is `import`, and the
     import is the update."""
 
-    content: Text
+    content: Content
     type: MemoryType = MemoryType.SEMANTIC
     category: Tag | None = None
     thread_id: Identifier | None = None
