@@ -90,6 +90,10 @@ class BatchingEmbedder(Embedder):
             raise TypeError(f"embed_query takes a string, got {type(text).__name__}")
         return l2_normalize(self._checked(self._encode_query(text), (self.dim,)))
 
+    def embed_query_for(self, scope: str, text: str) -> FloatArray:
+        """`embed_query` on behalf of `scope` (a tenant): a cache keeps each scope's own."""
+        return self.embed_query(text)
+
     def _checked(self, raw: Any, shape: tuple[int, ...]) -> FloatArray:
         # `shape` is built after the backend call on purpose: remote models learn `dim` from
         # their first response, so evaluating it earlier would cost an extra probe request.
