@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
@@ -20,6 +23,7 @@ from api.routers import (
 )
 from api.routers import metrics as metrics_router
 from api.ui import AdminPage
+from api.waits import Waits
 from shared.api_keys import ApiKeyStore
 from shared.auth import KeyRing
 from shared.metrics import RequestMetricsMiddleware, StackCollector
@@ -38,9 +42,17 @@ request acts for any `user_id` of that tenant. Errors have the body
 """
 
 
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    yield
+    await app.state.waits.close()  # its Redis connections belong to this event loop
+
+
 def create_app(runtime: Runtime, keyring: KeyRing) -> FastAPI:
-    app = FastAPI(title="memoryd", version="0.1.0", description=DESCRIPTION)
+    app = FastAPI(title="memoryd", version="0.1.0", description=DESCRIPTION,
+                  lifespan=_lifespan)
     app.state.runtime = runtime
+    app.state.waits = Waits(runtime.settings)
     app.state.keyring = keyring
     app.state.api_keys = ApiKeyStore(runtime.redis)
     app.state.rate_limiter = RateLimiter(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Mapping
 from typing import Any, cast
 
 import redis
+import redis.asyncio as aioredis
 
 from shared.errors import NotFound
 from shared.models import JobStatus, utcnow
@@ -46,6 +48,8 @@ if tenant then redis.call('ZADD', ARGV[6] .. tenant, ARGV[4], ARGV[7]) end
 return 1
 """
 FAILED_INDEX = "memoryd:jobs:failed:"
+# A job that reached a final state publishes its id here: gateways waiting on it wake up.
+DONE_CHANNEL = "memoryd:jobs:done"
 
 
 def failed_index(tenant_id: str) -> str:
@@ -112,6 +116,7 @@ class JobStore:
         # A retried job's kept arguments are no longer needed once it succeeds.
         pipe.hdel(self._key(job_id), "payload")
         pipe.expire(self._key(job_id), self._ttl)
+        pipe.publish(DONE_CHANNEL, job_id)
         pipe.execute()
 
     def mark_failed(
@@ -123,6 +128,7 @@ class JobStore:
             now.timestamp(), self._ttl, FAILED_INDEX, job_id,
         ]
         self._fail(keys=[self._key(job_id)], args=args)
+        self._r.publish(DONE_CHANNEL, job_id)
 
     def set_progress(self, job_id: str, progress: dict[str, Any]) -> None:
         """How far a long job is (re-embedding: phase, done / total)."""
@@ -144,6 +150,15 @@ class JobStore:
         if not raw or raw.get("tenant_id") != tenant_id:
             raise NotFound(f"no job {job_id}", field="job_id")
         return self._view(job_id, raw)
+
+    @staticmethod
+    def view_of(job_id: str, raw: Mapping[Any, Any], tenant_id: str) -> JobView:
+        """A job hash as read from Redis, for its tenant only (else 404, as `get`)."""
+        fields = {(k.decode() if isinstance(k, bytes) else k):
+                  (v.decode() if isinstance(v, bytes) else v) for k, v in raw.items()}
+        if not fields or fields.get("tenant_id") != tenant_id:
+            raise NotFound(f"no job {job_id}", field="job_id")
+        return JobStore._view(job_id, fields)
 
     @staticmethod
     def _view(job_id: str, raw: dict[str, str]) -> JobView:
@@ -169,3 +184,88 @@ class JobStore:
                 return view
             time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
             delay = min(delay * 1.5, 0.05)
+
+
+class AsyncJobWaiter:
+    """Reads and waits for jobs on the event loop, so a waiting request holds no thread.
+
+    One Redis subscription to `DONE_CHANNEL` per waiter wakes the requests waiting on a
+    job when it ends; each also re-reads the job every `poll_s`, so a lost notification
+    (or a worker of an older version, which publishes none) only delays the answer.
+    Built for one event loop: the gateway's.
+    """
+
+    def __init__(self, client: aioredis.Redis, poll_s: float = 0.5) -> None:
+        self._r = client
+        self._poll_s = poll_s
+        self._waiting: dict[str, set[asyncio.Event]] = {}
+        self._listener: asyncio.Task[None] | None = None
+
+    @classmethod
+    def from_url(cls, url: str, timeout_s: float, poll_s: float = 0.5) -> AsyncJobWaiter:
+        client = aioredis.Redis.from_url(url, socket_timeout=timeout_s,
+                                         socket_connect_timeout=timeout_s)
+        return cls(client, poll_s)
+
+    async def get(self, job_id: str, tenant_id: str) -> JobView:
+        raw = await self._r.hgetall(f"memoryd:job:{job_id}")
+        return JobStore.view_of(job_id, raw, tenant_id)
+
+    async def wait(self, job_id: str, tenant_id: str, timeout_s: float) -> JobView:
+        """The job once it ends, or as it is when `timeout_s` runs out."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        woken = asyncio.Event()
+        self._waiting.setdefault(job_id, set()).add(woken)
+        try:
+            self._listen()
+            while True:
+                # Registered before the read: an end published after it still wakes us.
+                woken.clear()
+                view = await self.get(job_id, tenant_id)
+                left = deadline - loop.time()
+                if view.status.value in _FINAL or left <= 0:
+                    return view
+                try:
+                    await asyncio.wait_for(woken.wait(), min(left, self._poll_s))
+                except TimeoutError:
+                    pass
+        finally:
+            events = self._waiting.get(job_id)
+            if events is not None:
+                events.discard(woken)
+                if not events:
+                    del self._waiting[job_id]
+
+    def _listen(self) -> None:
+        if self._listener is None or self._listener.done():
+            self._listener = asyncio.get_running_loop().create_task(
+                self._run_listener(), name="job-done-listener")
+
+    async def _run_listener(self) -> None:
+        while True:
+            try:
+                async with self._r.pubsub(ignore_subscribe_messages=True) as pubsub:
+                    await pubsub.subscribe(DONE_CHANNEL)
+                    while True:
+                        message = await pubsub.get_message(timeout=1.0)
+                        if message is None:
+                            continue
+                        data = message.get("data")
+                        job_id = data.decode() if isinstance(data, bytes) else str(data)
+                        for event in self._waiting.get(job_id, ()):
+                            event.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # Redis away: waiters still poll; subscribe again shortly.
+                await asyncio.sleep(1.0)
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            try:
+                await self._listener
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._listener = None
+        await self._r.aclose()
