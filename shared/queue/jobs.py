@@ -186,6 +186,10 @@ class JobStore:
             delay = min(delay * 1.5, 0.05)
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 class AsyncJobWaiter:
     """Reads and waits for jobs on the event loop, so a waiting request holds no thread.
 
@@ -195,14 +199,14 @@ class AsyncJobWaiter:
     Built for one event loop: the gateway's.
     """
 
-    def __init__(self, client: aioredis.Redis, poll_s: float = 0.5) -> None:
+    def __init__(self, client: aioredis.Redis, poll_s: float = 1.0) -> None:
         self._r = client
         self._poll_s = poll_s
         self._waiting: dict[str, set[asyncio.Event]] = {}
         self._listener: asyncio.Task[None] | None = None
 
     @classmethod
-    def from_url(cls, url: str, timeout_s: float, poll_s: float = 0.5) -> AsyncJobWaiter:
+    def from_url(cls, url: str, timeout_s: float, poll_s: float = 1.0) -> AsyncJobWaiter:
         client = aioredis.Redis.from_url(url, socket_timeout=timeout_s,
                                          socket_connect_timeout=timeout_s)
         return cls(client, poll_s)
@@ -219,13 +223,15 @@ class AsyncJobWaiter:
         self._waiting.setdefault(job_id, set()).add(woken)
         try:
             self._listen()
+            key = f"memoryd:job:{job_id}"
             while True:
                 # Registered before the read: an end published after it still wakes us.
                 woken.clear()
-                view = await self.get(job_id, tenant_id)
+                owner, status = await self._r.hmget(key, ["tenant_id", "status"])
                 left = deadline - loop.time()
-                if view.status.value in _FINAL or left <= 0:
-                    return view
+                if owner is None or _text(owner) != tenant_id or left <= 0 or (
+                        status is not None and _text(status) in _FINAL):
+                    return await self.get(job_id, tenant_id)  # the whole job, or 404
                 try:
                     await asyncio.wait_for(woken.wait(), min(left, self._poll_s))
                 except TimeoutError:
