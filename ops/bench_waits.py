@@ -192,8 +192,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "MEMORYD_API_KEYS": f"{WAITER_KEY}={WAITER_TENANT},{SEARCH_KEY}={SEARCH_TENANT}",
             "MEMORYD_RATE_LIMIT_PER_S": "0",
         }
-        with Stack("waits", data_dir, Path(tmp), args.embedder, extra_env=env,
-                   root=args.root.resolve()) as stack:
+        # One worker thread: it alone polls the held lock, so the loaded phase measures the
+        # pending waits rather than worker threads spinning on that lock.
+        with Stack("waits", data_dir, Path(tmp), args.embedder, worker_concurrency=1,
+                   extra_env=env, root=args.root.resolve()) as stack:
             report = asyncio.run(run(args, stack, redis_url))
     print_report(report)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
