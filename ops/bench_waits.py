@@ -1,12 +1,13 @@
 """Another tenant's search latency while many `?wait=` requests are pending, against idle.
 
-    python ops/bench_waits.py                        # 64 waits of 30 s, 200 searches
+    python ops/bench_waits.py                        # 64 waits of 30 s, 400 searches
     python ops/bench_waits.py --root /tmp/before     # the same, on another checkout's code
 
 A fresh `memoryd up` (two tenants) gets `--memories` saves for the searching tenant; then
 `--searches` searches by that tenant, started at `--rate` per second (open loop), are
-timed idle, and again while `--waits` `DELETE /v1/memories?all=true&wait=S` requests of
-the other tenant are pending. The waits stay pending because the bench holds their
+timed idle and again while `--waits` `DELETE /v1/memories?all=true&wait=S` requests of
+the other tenant are pending, the two phases alternating over `--rounds` rounds (the
+host's drift falls on both alike). The waits stay pending because the bench holds their
 user's write lock in the stack's Redis (as a long write of that user would), so their
 jobs cannot finish. The goal: the loaded p99 within 1.5x of the idle p99. Prints a
 table and writes a JSON report (`--out`).
@@ -59,7 +60,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--waits", type=int, default=64, help="pending ?wait= requests")
     parser.add_argument("--wait-s", type=float, default=30.0, help="their ?wait= (max 30)")
-    parser.add_argument("--searches", type=int, default=200, help="timed searches per phase")
+    parser.add_argument("--searches", type=int, default=400, help="timed searches per phase")
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="idle and loaded phases alternate this many times")
     parser.add_argument("--rate", type=float, default=20.0,
                         help="searches started per second in each phase")
     parser.add_argument("--memories", type=int, default=40, help="saved for the searcher")
@@ -72,8 +75,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not 0 < args.wait_s <= 30:
         parser.error("--wait-s must be in (0, 30]")
-    if args.rate <= 0:
-        parser.error("--rate must be above 0")
+    if args.rate <= 0 or args.rounds < 1:
+        parser.error("--rate must be above 0 and --rounds at least 1")
     return args
 
 
@@ -101,8 +104,41 @@ def hold_user_lock(client: redis.Redis, user: str, hold_s: float) -> str:
     return name
 
 
+async def loaded_round(
+    args: argparse.Namespace, a: httpx.AsyncClient, b: httpx.AsyncClient,
+    client: redis.Redis, searcher: str, waiter: str, n: int, loaded: list[float],
+) -> dict[str, Any]:
+    """Searches timed while `args.waits` waits of `waiter` are pending; then the lock is
+    let go and every wait answered."""
+    lock = hold_user_lock(client, waiter, args.wait_s + 60)
+    params = {"user_id": waiter, "all": "true", "wait": args.wait_s}
+    jobs_before = sum(1 for _ in client.scan_iter("memoryd:job:*"))
+    started = time.monotonic()
+    waits = [asyncio.create_task(a.delete("/v1/memories", params=params))
+             for _ in range(args.waits)]
+    # Timed once every wait's job exists: the burst of enqueues is not the pending state.
+    jobs = 0
+    while jobs < args.waits and time.monotonic() - started < args.wait_s / 2:
+        await asyncio.sleep(0.05)
+        jobs = sum(1 for _ in client.scan_iter("memoryd:job:*")) - jobs_before
+    enqueued_s = time.monotonic() - started
+    await asyncio.sleep(0.5)
+    loaded += await timed_searches(b, n, searcher, args.rate)
+    loaded_s = time.monotonic() - started
+    pending = sum(1 for w in waits if not w.done())
+    client.delete(lock)
+    answers = await asyncio.gather(*waits, return_exceptions=True)
+    codes: dict[str, int] = {}
+    for answer in answers:
+        key = str(answer.status_code) if isinstance(answer, httpx.Response) else "error"
+        codes[key] = codes.get(key, 0) + 1
+    return {"jobs_created": jobs, "waits_pending_after_searches": pending,
+            "enqueued_s": round(enqueued_s, 2), "loaded_phase_s": round(loaded_s, 2),
+            "answers": codes}
+
+
 async def run(args: argparse.Namespace, stack: Stack, redis_url: str) -> dict[str, Any]:
-    searcher, waiter = "searcher", f"waiter-{uuid.uuid4().hex[:8]}"
+    searcher = "searcher"
     limits = httpx.Limits(max_connections=args.waits + 8, max_keepalive_connections=args.waits)
     async with httpx.AsyncClient(base_url=stack.base_url, timeout=args.wait_s + 60,
                                  limits=httpx.Limits(max_connections=args.searches),
@@ -119,34 +155,29 @@ async def run(args: argparse.Namespace, stack: Stack, redis_url: str) -> dict[st
             if saved.status_code not in (200, 201):
                 raise RuntimeError(f"save answered {saved.status_code}: {saved.text}")
         await timed_searches(b, 20, searcher, args.rate)  # warm-up
-        log(f"idle: {args.searches} searches")
-        idle = await timed_searches(b, args.searches, searcher, args.rate)
-
         client = redis.Redis.from_url(redis_url)
-        lock = hold_user_lock(client, waiter, args.wait_s + 60)
-        log(f"loaded: {args.waits} waits of {args.wait_s:g} s pending, {args.searches} searches")
-        params = {"user_id": waiter, "all": "true", "wait": args.wait_s}
-        jobs_before = sum(1 for _ in client.scan_iter("memoryd:job:*"))
-        started = time.monotonic()
-        waits = [asyncio.create_task(a.delete("/v1/memories", params=params))
-                 for _ in range(args.waits)]
-        # Timed once every wait's job exists: the burst of enqueues is not the pending state.
-        jobs = 0
-        while jobs < args.waits and time.monotonic() - started < args.wait_s / 2:
-            await asyncio.sleep(0.05)
-            jobs = sum(1 for _ in client.scan_iter("memoryd:job:*")) - jobs_before
-        enqueued_s = time.monotonic() - started
-        await asyncio.sleep(0.5)
-        loaded = await timed_searches(b, args.searches, searcher, args.rate)
-        loaded_s = time.monotonic() - started
-        pending = sum(1 for w in waits if not w.done())
-        client.delete(lock)
-        answers = await asyncio.gather(*waits, return_exceptions=True)
+        idle: list[float] = []
+        loaded: list[float] = []
+        rounds: list[dict[str, Any]] = []
+        per_round = max(1, args.searches // args.rounds)
+        for number in range(args.rounds):
+            # Idle and loaded alternate, so the host's drift falls on both alike.
+            log(f"round {number + 1}/{args.rounds}: idle, {per_round} searches")
+            idle += await timed_searches(b, per_round, searcher, args.rate)
+            log(f"round {number + 1}/{args.rounds}: {args.waits} waits of {args.wait_s:g} s "
+                f"pending, {per_round} searches")
+            waiter = f"waiter-{uuid.uuid4().hex[:8]}"
+            rounds.append(await loaded_round(args, a, b, client, searcher, waiter, per_round,
+                                             loaded))
         client.close()
     codes: dict[str, int] = {}
-    for answer in answers:
-        key = str(answer.status_code) if isinstance(answer, httpx.Response) else "error"
-        codes[key] = codes.get(key, 0) + 1
+    for entry in rounds:
+        for key, count in entry.pop("answers").items():
+            codes[key] = codes.get(key, 0) + count
+    jobs = min(r["jobs_created"] for r in rounds)
+    pending = min(r["waits_pending_after_searches"] for r in rounds)
+    enqueued_s = max(r["enqueued_s"] for r in rounds)
+    loaded_s = max(r["loaded_phase_s"] for r in rounds)
     idle_s, loaded_sum = latency_summary(idle), latency_summary(loaded)
     return {
         "waits": args.waits, "wait_s": args.wait_s, "searches": args.searches,
@@ -156,7 +187,7 @@ async def run(args: argparse.Namespace, stack: Stack, redis_url: str) -> dict[st
         "goal_ratio": GOAL_RATIO,
         "jobs_created": jobs, "waits_pending_after_searches": pending,
         "enqueued_s": round(enqueued_s, 2), "loaded_phase_s": round(loaded_s, 2),
-        "wait_answers": codes,
+        "wait_answers": codes, "rounds": rounds,
     }
 
 
