@@ -166,7 +166,7 @@ class Settings(BaseSettings):
     # this many waits per API key at once (beyond: the current state, 202), and how often a
     # wait re-reads its job if no end notification came.
     max_waits_per_key: int = Field(64, ge=0)
-    wait_poll_s: float = Field(1.0, gt=0, le=5)
+    wait_poll_s: float = Field(2.0, gt=0, le=10)
 
     @field_validator("redis_url")
     @classmethod

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 from collections.abc import Mapping
 from typing import Any, cast
@@ -194,19 +195,19 @@ class AsyncJobWaiter:
     """Reads and waits for jobs on the event loop, so a waiting request holds no thread.
 
     One Redis subscription to `DONE_CHANNEL` per waiter wakes the requests waiting on a
-    job when it ends; each also re-reads the job every `poll_s`, so a lost notification
+    job when it ends; each also re-reads the job about every `poll_s`, so a lost notification
     (or a worker of an older version, which publishes none) only delays the answer.
     Built for one event loop: the gateway's.
     """
 
-    def __init__(self, client: aioredis.Redis, poll_s: float = 1.0) -> None:
+    def __init__(self, client: aioredis.Redis, poll_s: float = 2.0) -> None:
         self._r = client
         self._poll_s = poll_s
         self._waiting: dict[str, set[asyncio.Event]] = {}
         self._listener: asyncio.Task[None] | None = None
 
     @classmethod
-    def from_url(cls, url: str, timeout_s: float, poll_s: float = 1.0) -> AsyncJobWaiter:
+    def from_url(cls, url: str, timeout_s: float, poll_s: float = 2.0) -> AsyncJobWaiter:
         client = aioredis.Redis.from_url(url, socket_timeout=timeout_s,
                                          socket_connect_timeout=timeout_s)
         return cls(client, poll_s)
@@ -232,8 +233,10 @@ class AsyncJobWaiter:
                 if owner is None or _text(owner) != tenant_id or left <= 0 or (
                         status is not None and _text(status) in _FINAL):
                     return await self.get(job_id, tenant_id)  # the whole job, or 404
+                # Jittered, so waits that began together do not re-read all at once.
+                pause = self._poll_s * random.uniform(0.5, 1.5)
                 try:
-                    await asyncio.wait_for(woken.wait(), min(left, self._poll_s))
+                    await asyncio.wait_for(woken.wait(), min(left, pause))
                 except TimeoutError:
                     pass
         finally:
