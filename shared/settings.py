@@ -162,11 +162,9 @@ class Settings(BaseSettings):
     retention_days: float | None = Field(None, gt=0)
     tenant_retention_days: str | None = None
     retention_purge_interval_s: float = Field(3600.0, ge=1)
-    # api (issue 19): `?wait=` and job reads wait on the event loop (api/waits.py); at most
-    # this many waits per API key at once (beyond: the current state, 202), and how often a
-    # wait re-reads its job if no end notification came.
-    max_waits_per_key: int = Field(64, ge=0)
-    wait_poll_s: float = Field(2.0, gt=0, le=10)
+    # api (issue 19): `?wait=` and job reads wait on the event loop (api/waits.py).
+    max_waits_per_key: int = Field(64, ge=0)  # at once per API key; beyond: the state now (202)
+    wait_poll_s: float = Field(2.0, gt=0, le=10)  # a wait's re-read between end notifications
 
     @field_validator("redis_url")
     @classmethod
