@@ -70,7 +70,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--root", type=Path, default=ROOT,
                         help="the memoryd checkout whose code the stack runs")
     parser.add_argument("--work-dir", type=Path, default=None)
-    parser.add_argument("--out", type=Path, default=Path("bench-waits.json"),
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "bench-waits.json",
                         help="where the JSON report goes")
     args = parser.parse_args(argv)
     if not 0 < args.wait_s <= 30:
@@ -229,6 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    extra_env=env, root=args.root.resolve()) as stack:
             report = asyncio.run(run(args, stack, redis_url))
     print_report(report)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     log(f"report: {args.out}")
     return 0
