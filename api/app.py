@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
@@ -21,6 +24,7 @@ from api.routers import (
 )
 from api.routers import metrics as metrics_router
 from api.ui import AdminPage
+from api.waits import Waits
 from shared.api_keys import ApiKeyStore
 from shared.auth import KeyRing
 from shared.metrics import RequestMetricsMiddleware, StackCollector
@@ -43,11 +47,19 @@ take an operator key instead (403 `forbidden` for a tenant's key). Errors have t
 """
 
 
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    yield
+    await app.state.waits.close()  # its Redis connections belong to this event loop
+
+
 def create_app(runtime: Runtime, keyring: KeyRing, *, server_mode: bool = False) -> FastAPI:
     """`server_mode`: the gateway of `memoryd serve` (listening for a network), where
     /metrics needs its token unless `metrics_open` says otherwise."""
-    app = FastAPI(title="memoryd", version="0.1.0", description=DESCRIPTION)
+    app = FastAPI(title="memoryd", version="0.1.0", description=DESCRIPTION,
+                  lifespan=_lifespan)
     app.state.runtime = runtime
+    app.state.waits = Waits(runtime.settings)
     app.state.keyring = keyring
     app.state.server_mode = server_mode
     app.state.api_keys = ApiKeyStore(runtime.redis)

@@ -222,3 +222,9 @@ class Forgotten(PermanentError):
 
     code = "forgotten"
     status = 409
+
+
+class IdempotencyConflict(Conflict):
+    """An idempotency key was used again for a different request (another body)."""
+
+    code = "idempotency_conflict"

@@ -180,6 +180,10 @@ class Settings(BaseSettings):
     # Server mode (`memoryd serve`): /metrics needs MEMORYD_METRICS_TOKEN unless this is true.
     metrics_open: bool = False
 
+    # api (issue 19): `?wait=` and job reads wait on the event loop (api/waits.py).
+    max_waits_per_key: int = Field(64, ge=0)  # at once per API key; beyond: the state now (202)
+    wait_poll_s: float = Field(2.0, gt=0, le=10)  # a wait's re-read between end notifications
+
     @field_validator("redis_url")
     @classmethod
     def _redis_scheme(cls, value: str) -> str:

@@ -252,9 +252,13 @@ def erase(
     """Compact now: forgotten text leaves the store's and Redis's files (a running stack's
     worker does it; MEMORYD_ERASURE_COMPACTION_S bounds it otherwise)."""
     from shared import erasure
+    from shared.redis_runtime import embedded_client_url
     from shared.runtime import Runtime
 
-    runtime = Runtime(_settings())
+    settings = _settings()
+    # The embedded stack's own Redis has a password kept in its data directory.
+    runtime = Runtime(settings.model_copy(
+        update={"redis_url": embedded_client_url(settings.redis_url, settings.data_dir)}))
     try:
         target = erasure.request(runtime.redis, runtime.celery)
         if not erasure.wait_compacted(runtime.redis, target, wait):

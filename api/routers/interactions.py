@@ -22,7 +22,9 @@ router = APIRouter(prefix="/v1", tags=["interactions"], responses=ERROR_RESPONSE
     "/interactions",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=JobAccepted,
-    responses={401: {"model": ErrorBody}, 413: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+    responses={401: {"model": ErrorBody}, 413: {"model": ErrorBody}, 422: {"model": ErrorBody},
+               409: {"model": ErrorBody, "description": "idempotency_key was used for another "
+                     "request of this user (code idempotency_conflict)"}},
 )
 async def post_interaction(
     req: InteractionRequest, rt: RuntimeDep, tenant: TenantDep, request_id: RequestIdDep

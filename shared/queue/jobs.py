@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import random
 import time
 from collections.abc import Mapping
 from typing import Any, cast
 
 import redis
+import redis.asyncio as aioredis
 
 from shared.errors import NotFound
 from shared.forgetting import EPOCH, blank_text, epoch_key, user_jobs_key
@@ -21,6 +24,7 @@ _CREATE = """
 if redis.call('HSETNX', KEYS[1], 'tenant_id', ARGV[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'status', 'queued', 'attempts', 0, 'kind', ARGV[2],
            'request_id', ARGV[3], 'created_at', ARGV[4], 'updated_at', ARGV[4])
+if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'digest', ARGV[9]) end
 redis.call('EXPIRE', KEYS[1], ARGV[5])
 if ARGV[6] ~= '' then
   -- The user's forget epoch now: a later forget covers this job (shared/forgetting.py).
@@ -78,6 +82,8 @@ if tenant then redis.call('ZADD', ARGV[6] .. tenant, ARGV[4], ARGV[7]) end
 return 1
 """
 FAILED_INDEX = "memoryd:jobs:failed:"
+# A job that reached a final state publishes its id here: gateways waiting on it wake up.
+DONE_CHANNEL = "memoryd:jobs:done"
 
 
 def failed_index(tenant_id: str) -> str:
@@ -99,16 +105,28 @@ class JobStore:
 
     def create(
         self, job_id: str, tenant_id: str, kind: str, request_id: str | None,
-        user_id: str | None = None,
+        user_id: str | None = None, digest: str = "",
     ) -> bool:
         """Claim the id; False when it already exists (the same idempotency key). With the
-        user, the job records their forget epoch and joins their job index."""
+        user, the job records their forget epoch and joins their job index.
+
+        `digest`: the request's digest (`shared.identity.request_digest`), kept so a repeat
+        of the key can be told apart from another request under the same key.
+        """
         now = utcnow()
         args: list[str | int | float] = [tenant_id, kind, request_id or "", now.isoformat(),
-                                          self._ttl, user_id or "", now.timestamp(), job_id]
+                                          self._ttl, user_id or "", now.timestamp(), job_id,
+                                          digest]
         keys = [self._key(job_id), epoch_key(tenant_id, user_id or ""),
                 user_jobs_key(tenant_id, user_id or "")]
         return bool(self._create(keys=keys, args=args))
+
+    def digest(self, job_id: str) -> str | None:
+        """The digest the job was created with; None when it has none (or is gone)."""
+        value = self._r.hget(self._key(job_id), "digest")
+        if value is None:
+            return None
+        return value.decode() if isinstance(value, bytes) else str(value)
 
     def discard(self, job_id: str) -> None:
         self._r.delete(self._key(job_id))
@@ -136,6 +154,7 @@ class JobStore:
         args: list[str | int] = [json.dumps(result), json.dumps(blank_text(result)),
                                  utcnow().isoformat(), self._ttl, EPOCH]
         self._succeed(keys=[self._key(job_id)], args=args)
+        self._r.publish(DONE_CHANNEL, job_id)
 
     def mark_failed(
         self, job_id: str, error: dict[str, Any], payload: dict[str, Any] | None = None
@@ -146,6 +165,7 @@ class JobStore:
             now.timestamp(), self._ttl, FAILED_INDEX, job_id, EPOCH,
         ]
         self._fail(keys=[self._key(job_id)], args=args)
+        self._r.publish(DONE_CHANNEL, job_id)
 
     def set_progress(self, job_id: str, progress: dict[str, Any]) -> None:
         """How far a long job is (re-embedding: phase, done / total)."""
@@ -167,6 +187,15 @@ class JobStore:
         if not raw or raw.get("tenant_id") != tenant_id:
             raise NotFound(f"no job {job_id}", field="job_id")
         return self._view(job_id, raw)
+
+    @staticmethod
+    def view_of(job_id: str, raw: Mapping[Any, Any], tenant_id: str) -> JobView:
+        """A job hash as read from Redis, for its tenant only (else 404, as `get`)."""
+        fields = {(k.decode() if isinstance(k, bytes) else k):
+                  (v.decode() if isinstance(v, bytes) else v) for k, v in raw.items()}
+        if not fields or fields.get("tenant_id") != tenant_id:
+            raise NotFound(f"no job {job_id}", field="job_id")
+        return JobStore._view(job_id, fields)
 
     @staticmethod
     def _view(job_id: str, raw: dict[str, str]) -> JobView:
@@ -192,3 +221,96 @@ class JobStore:
                 return view
             time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
             delay = min(delay * 1.5, 0.05)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class AsyncJobWaiter:
+    """Reads and waits for jobs on the event loop, so a waiting request holds no thread.
+
+    One Redis subscription to `DONE_CHANNEL` per waiter wakes the requests waiting on a
+    job when it ends; each also re-reads the job about every `poll_s`, so a lost notification
+    (or a worker of an older version, which publishes none) only delays the answer.
+    Built for one event loop: the gateway's.
+    """
+
+    def __init__(self, client: aioredis.Redis, poll_s: float = 2.0) -> None:
+        self._r = client
+        self._poll_s = poll_s
+        self._waiting: dict[str, set[asyncio.Event]] = {}
+        self._listener: asyncio.Task[None] | None = None
+
+    @classmethod
+    def from_url(cls, url: str, timeout_s: float, poll_s: float = 2.0) -> AsyncJobWaiter:
+        client = aioredis.Redis.from_url(url, socket_timeout=timeout_s,
+                                         socket_connect_timeout=timeout_s)
+        return cls(client, poll_s)
+
+    async def get(self, job_id: str, tenant_id: str) -> JobView:
+        raw = await self._r.hgetall(f"memoryd:job:{job_id}")
+        return JobStore.view_of(job_id, raw, tenant_id)
+
+    async def wait(self, job_id: str, tenant_id: str, timeout_s: float) -> JobView:
+        """The job once it ends, or as it is when `timeout_s` runs out."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        woken = asyncio.Event()
+        self._waiting.setdefault(job_id, set()).add(woken)
+        try:
+            self._listen()
+            key = f"memoryd:job:{job_id}"
+            while True:
+                # Registered before the read: an end published after it still wakes us.
+                woken.clear()
+                owner, status = await self._r.hmget(key, ["tenant_id", "status"])
+                left = deadline - loop.time()
+                if owner is None or _text(owner) != tenant_id or left <= 0 or (
+                        status is not None and _text(status) in _FINAL):
+                    return await self.get(job_id, tenant_id)  # the whole job, or 404
+                # Jittered, so waits that began together do not re-read all at once.
+                pause = self._poll_s * random.uniform(0.5, 1.5)
+                try:
+                    await asyncio.wait_for(woken.wait(), min(left, pause))
+                except TimeoutError:
+                    pass
+        finally:
+            events = self._waiting.get(job_id)
+            if events is not None:
+                events.discard(woken)
+                if not events:
+                    del self._waiting[job_id]
+
+    def _listen(self) -> None:
+        if self._listener is None or self._listener.done():
+            self._listener = asyncio.get_running_loop().create_task(
+                self._run_listener(), name="job-done-listener")
+
+    async def _run_listener(self) -> None:
+        while True:
+            try:
+                async with self._r.pubsub(ignore_subscribe_messages=True) as pubsub:
+                    await pubsub.subscribe(DONE_CHANNEL)
+                    while True:
+                        message = await pubsub.get_message(timeout=1.0)
+                        if message is None:
+                            continue
+                        data = message.get("data")
+                        job_id = data.decode() if isinstance(data, bytes) else str(data)
+                        for event in self._waiting.get(job_id, ()):
+                            event.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # Redis away: waiters still poll; subscribe again shortly.
+                await asyncio.sleep(1.0)
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            try:
+                await self._listener
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._listener = None
+        await self._r.aclose()
