@@ -203,3 +203,18 @@ class RateLimited(AppError):
     @property
     def headers(self) -> dict[str, str]:
         return {"Retry-After": str(self.retry_after_s)}
+
+
+class JobTimeLimit(PermanentError):
+    """A job ran past its soft or hard time limit (`job_soft_time_limit_s`,
+    `job_time_limit_s`): it fails and is listed with the failed jobs, never run again on
+    its own (a stuck job would only get stuck again)."""
+
+    code = "time_limit"
+
+
+class JobRunning(TransientError):
+    """Another delivery of the same job holds its running lease: this one waits for it
+    instead of running beside it."""
+
+    code = "job_running"

@@ -14,6 +14,7 @@ from redis.exceptions import RedisError
 from shared.logs import get_logger
 from shared.queue.names import QueueName
 from shared.queue.recovery import requeue_orphans
+from workers.thread_pool import TimeLimitedThreadPool
 
 log = get_logger("memoryd.worker")
 
@@ -63,10 +64,8 @@ class _Controller(WorkController):
 
 
 class InProcessWorker:
-    """Consumes every queue with `concurrency` threads; stop() waits for running tasks.
-
-    Thread-pool workers ignore Celery's time limits (they need signals); the
-    embedded mode relies on explicit timeouts on every network call instead.
+    """Consumes `queues` with `concurrency` threads, each job within the app's soft and hard
+    time limits (workers/thread_pool.py); stop() gives running jobs `stop_grace_s`.
 
     A worker that dies on its own is replaced. Celery 5.7 with kombu 5.7 can end a worker
     with "Unrecoverable error" when Redis goes away while messages are delivered: the
@@ -81,13 +80,16 @@ class InProcessWorker:
     def __init__(
         self, app: Celery, concurrency: int, hostname: str = "embedded@memoryd",
         queues: list[str] | None = None, own_event_loop: bool = False,
+        stop_grace_s: float = 10.0,
     ) -> None:
         import workers.tasks  # noqa: F401  (registers the tasks on the app)
 
         # Embedded only: this process is the broker database's one consumer.
         app.steps["consumer"].add(RequeueDroppedOnReconnect)
         self._options: dict[str, Any] = {
-            "app": app, "pool": "threads", "concurrency": concurrency, "hostname": hostname,
+            "app": app, "concurrency": concurrency, "hostname": hostname,
+            "pool_cls": type("TimeLimitedThreadPool", (TimeLimitedThreadPool,),
+                             {"stop_grace_s": stop_grace_s}),
             "queues": queues or [q.value for q in QueueName], "without_heartbeat": True,
             "without_mingle": True, "without_gossip": True, "loglevel": "WARNING",
         }
