@@ -15,11 +15,16 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 from helpers import wait_job
+from pydantic import ValidationError
 
 from ops.chaos_embedded import running
 from ops.chaos_procs import UpStack
 from shared.failpoints import EMBED_DOCUMENTS
+from shared.queue.celery_app import create_app as create_celery_app
+from shared.queue.names import QUEUE_OF, TaskName
+from shared.settings import Settings
 
 
 def _stack(tmp_path: Path, **settings: object) -> UpStack:
@@ -96,12 +101,6 @@ def test_a_stuck_job_fails_at_its_hard_limit_and_its_thread_is_replaced(
 
 
 def test_a_redelivered_job_does_not_run_beside_the_first(tmp_path: Path) -> None:
-    import redis
-
-    from shared.queue.names import QUEUE_OF, TaskName
-    from shared.queue.celery_app import create_app as create_celery_app
-    from shared.settings import Settings
-
     stack = _stack(tmp_path, failpoint_pause_s=6)
     user = f"twice-{uuid.uuid4().hex[:8]}"
     with running(stack), stack.client() as api:
@@ -140,9 +139,5 @@ def test_a_redelivered_job_does_not_run_beside_the_first(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("soft, hard", [(5.0, 5.0), (6.0, 5.0)])
 def test_the_soft_limit_is_below_the_hard_one(tmp_path: Path, soft: float, hard: float) -> None:
-    from pydantic import ValidationError
-
-    from shared.settings import Settings
-
     with pytest.raises(ValidationError, match="job_soft_time_limit_s"):
         Settings(data_dir=tmp_path, job_soft_time_limit_s=soft, job_time_limit_s=hard)
