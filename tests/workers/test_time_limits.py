@@ -141,3 +141,18 @@ def test_a_redelivered_job_does_not_run_beside_the_first(tmp_path: Path) -> None
 def test_the_soft_limit_is_below_the_hard_one(tmp_path: Path, soft: float, hard: float) -> None:
     with pytest.raises(ValidationError, match="job_soft_time_limit_s"):
         Settings(data_dir=tmp_path, job_soft_time_limit_s=soft, job_time_limit_s=hard)
+
+
+def test_a_prefork_job_past_its_soft_limit_fails_with_time_limit(tmp_path: Path) -> None:
+    # Server mode: `memoryd serve` and a prefork `memoryd worker`, where Celery's own signal
+    # raises the soft limit's exception; it is reported with the same code.
+    from ops.chaos_server import server_mode
+
+    settings = {"job_soft_time_limit_s": 1, "job_time_limit_s": 20,
+                "failpoints": EMBED_DOCUMENTS, "failpoint_pause_s": 15}
+    with server_mode(tmp_path, settings) as ctx:
+        job_id = _save(ctx.api, "prefork-user", "I restore old typewriters")
+        done = wait_job(ctx.api, job_id, 30)
+        assert done["status"] == "failed", done
+        assert done["error"]["code"] == "time_limit", done
+        assert job_id in _failed_ids(ctx.api)
