@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from celery import Celery, bootsteps
@@ -125,3 +126,28 @@ class InProcessWorker:
             controller = self._controller
         controller.stop(in_sighandler=False)
         self._thread.join(timeout_s)
+
+
+def stop_workers(workers: list[InProcessWorker], timeout_s: float) -> None:
+    """Stop every worker of this process together, each in its own thread.
+
+    `WorkController.stop()` called from another thread closes a worker's connection while
+    its event loop may be iterating that connection's channels ("Set changed size during
+    iteration", then "Unrecoverable error"), a race that more workers per process made
+    frequent. Celery's shutdown flag is process-wide and each event loop checks it on every
+    pass, so every worker shuts itself down (warm: running jobs get their grace, see
+    thread_pool.py) from its own loop. A worker still running after `timeout_s` is stopped
+    from here."""
+    for worker in workers:
+        worker._stopping.set()
+    worker_state.should_stop = 0  # type: ignore[assignment]  # EX_OK: a warm shutdown
+    deadline = time.monotonic() + timeout_s
+    try:
+        for worker in workers:
+            worker._thread.join(max(0.0, deadline - time.monotonic()))
+    finally:
+        worker_state.should_stop = None  # a later worker in this process must run
+    for worker in workers:
+        if worker._thread.is_alive():
+            log.warning("worker_stop_forced", hostname=worker._options["hostname"])
+            worker.stop()

@@ -23,7 +23,7 @@ from shared.queue.recovery import RunRecord, requeue_unacked
 from shared.redis_runtime import RedisHandle, ensure_redis
 from shared.runtime import Runtime, set_runtime, settle_for_serving
 from shared.settings import Settings
-from workers.inprocess import InProcessWorker
+from workers.inprocess import InProcessWorker, stop_workers
 from workers.periodic import PeriodicSender
 from workers.tasks import register_llm_tasks
 
@@ -174,15 +174,12 @@ class EmbeddedStack:
         if self.purger is not None:
             self.purger.stop()
             self.purger = None
-        stopped = False
-        for name in ("llm_worker", "bulk_worker", "worker"):
-            worker: InProcessWorker | None = getattr(self, name)
-            if worker is not None:
-                worker.stop()
-                setattr(self, name, None)
-                stopped = True
-        if stopped and self.runtime is not None:
-            self._requeue_unfinished(self.runtime)
+        workers = [w for w in (self.llm_worker, self.bulk_worker, self.worker) if w is not None]
+        self.llm_worker = self.bulk_worker = self.worker = None
+        if workers:
+            stop_workers(workers, self.settings.worker_stop_grace_s + 30.0)
+            if self.runtime is not None:
+                self._requeue_unfinished(self.runtime)
         if self._run is not None:
             self._run.release()
             self._run = None
