@@ -211,6 +211,17 @@ class Settings(BaseSettings):
         return self
 
     @property
+    def task_soft_time_limit_s(self) -> float:
+        """`job_soft_time_limit_s` under the name the task policy had before it held in every
+        worker kind (read-only, for callers not yet renamed)."""
+        return self.job_soft_time_limit_s
+
+    @property
+    def task_time_limit_s(self) -> float:
+        """`job_time_limit_s`, as `task_soft_time_limit_s` above."""
+        return self.job_time_limit_s
+
+    @property
     def store_backend(self) -> Literal["edge", "qdrant"]:
         return "qdrant" if (self.qdrant_url or self.qdrant_local_path) else "edge"
 
