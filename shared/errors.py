@@ -228,3 +228,18 @@ class IdempotencyConflict(Conflict):
     """An idempotency key was used again for a different request (another body)."""
 
     code = "idempotency_conflict"
+
+
+class JobTimeLimit(PermanentError):
+    """A job ran past its soft or hard time limit (`job_soft_time_limit_s`,
+    `job_time_limit_s`): it fails and is listed with the failed jobs, never run again on
+    its own (a stuck job would only get stuck again)."""
+
+    code = "time_limit"
+
+
+class JobRunning(TransientError):
+    """Another delivery of the same job holds its running lease: this one waits for it
+    instead of running beside it."""
+
+    code = "job_running"

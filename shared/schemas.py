@@ -132,6 +132,8 @@ class InteractionRequest(Scoped):
     idempotency_key: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     extract: ExtractMode | None = None
     store_roles: list[Role] = Field(default_factory=lambda: [Role.USER], min_length=1)
+    backfill: bool = Field(False, description="bulk work, such as replaying a history: runs on "
+                           "the bulk queue, after saves and ordinary interactions")
 
 
 class SaveRequest(Scoped):

@@ -111,8 +111,6 @@ class Settings(BaseSettings):
     # Retries while a dependency is unreachable (`*_unavailable`): with the backoff above,
     # 40 rides out an outage of about a quarter of an hour before the job fails.
     task_unavailable_max_retries: int = Field(40, ge=0)
-    task_soft_time_limit_s: int = Field(120, ge=1)
-    task_time_limit_s: int = Field(150, ge=2)
     broker_visibility_timeout_s: int = Field(600, ge=30)
     job_ttl_s: int = Field(7 * 24 * 3600, ge=60)
 
@@ -184,6 +182,24 @@ class Settings(BaseSettings):
     max_waits_per_key: int = Field(64, ge=0)  # at once per API key; beyond: the state now (202)
     wait_poll_s: float = Field(2.0, gt=0, le=10)  # a wait's re-read between end notifications
 
+    # Workers (issue 19: time limits, durable accept, quick restarts, bulk queue).
+    # Every job's soft limit raises in it; at the hard limit it fails with `time_limit`
+    # and its worker capacity is replaced (every pool kind, shared/queue/time_limits.py).
+    job_soft_time_limit_s: float = Field(120.0, gt=0)
+    job_time_limit_s: float = Field(150.0, gt=0)
+    # A running job holds a lease this long, renewed while it runs: a second delivery of
+    # it waits instead of running beside it, and a dead holder frees it within this time.
+    job_lease_s: float = Field(15.0, ge=1)
+    # Graceful stop of the embedded worker: running jobs get this long to finish; then
+    # every message it took and did not finish goes back to its queue at once.
+    worker_stop_grace_s: float = Field(10.0, ge=0)
+    # The embedded Redis's AOF fsync: "everysec" may lose about a second of accepted jobs
+    # on a host crash, "always" none (each write waits for the disk).
+    redis_appendfsync: Literal["everysec", "always"] = "everysec"
+    # Embedded mode: threads on the bulk queue (imports, backfill interactions, re-embedding),
+    # apart from the threads that run saves, edits, forgets and ordinary interactions.
+    bulk_worker_concurrency: int = Field(1, ge=1, le=64)
+
     @field_validator("redis_url")
     @classmethod
     def _redis_scheme(cls, value: str) -> str:
@@ -200,11 +216,11 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
-        if self.task_soft_time_limit_s >= self.task_time_limit_s:
-            raise ValueError("task_soft_time_limit_s must be below task_time_limit_s")
+        if self.job_soft_time_limit_s >= self.job_time_limit_s:
+            raise ValueError("job_soft_time_limit_s must be below job_time_limit_s")
         # A message unacked past the visibility timeout is delivered again: every run and
         # every retry delay must end well before that.
-        for name in ("task_retry_backoff_max_s", "task_time_limit_s"):
+        for name in ("task_retry_backoff_max_s", "job_time_limit_s"):
             if getattr(self, name) >= self.broker_visibility_timeout_s:
                 raise ValueError(f"{name} must be below broker_visibility_timeout_s")
         if self.env == "production":
@@ -214,6 +230,17 @@ class Settings(BaseSettings):
                 if secret is not None and _is_placeholder(secret.get_secret_value()):
                     raise ValueError(f"{name} holds a placeholder secret")
         return self
+
+    @property
+    def task_soft_time_limit_s(self) -> float:
+        """`job_soft_time_limit_s` under the name the task policy had before it held in every
+        worker kind (read-only, for callers not yet renamed)."""
+        return self.job_soft_time_limit_s
+
+    @property
+    def task_time_limit_s(self) -> float:
+        """`job_time_limit_s`, as `task_soft_time_limit_s` above."""
+        return self.job_time_limit_s
 
     @property
     def store_backend(self) -> Literal["edge", "qdrant"]:

@@ -101,7 +101,8 @@ def serve(
 @app.command()
 def worker(
     concurrency: Annotated[int, typer.Option(help="worker processes")] = 2,
-    queues: Annotated[str, typer.Option(help="comma-separated queues")] = "memory,llm",
+    queues: Annotated[str, typer.Option(
+        help="comma-separated queues, taken in this order")] = "memory,llm,bulk",
     loglevel: Annotated[str, typer.Option(help="log level")] = "INFO",
     hostname: Annotated[str | None, typer.Option(
         help="Celery node name, e.g. llm-1@%h (several workers on one host)")] = None,

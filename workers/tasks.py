@@ -99,7 +99,10 @@ def register_llm_tasks(celery: Celery) -> None:
 extract_llm = app.task(name=TaskName.EXTRACT_LLM.value, base=LLMTask, bind=True)(_extract_llm)
 
 
-@app.task(name=TaskName.ERASE.value, base=MemoryTask, bind=True, tracks_job=False)
+# A compaction copies every live point, so it takes time in proportion to the store, not
+# to one job: its own limits, not the per-job ones.
+@app.task(name=TaskName.ERASE.value, base=MemoryTask, bind=True, tracks_job=False,
+          soft_time_limit=3600, time_limit=3900)
 def erase_forgotten(self: MemoryTask) -> dict[str, Any]:
     """Compact the store's and Redis's files when a forget happened since the last time."""
     return erasure.compact_if_due(get_runtime())

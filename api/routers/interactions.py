@@ -42,6 +42,7 @@ async def post_interaction(
         tenant_id=tenant, user_id=req.user_id, request_id=request_id, received_at=utcnow(),
         thread_id=req.thread_id, scope=req.resolved_scope(), project=req.project,
         messages=req.messages, metadata=req.metadata, extract=mode, store_roles=req.store_roles,
+        backfill=req.backfill,
     )
     # LLM work has its own queue: a slow model never holds up raw or rules ingestion.
     task = TaskName.EXTRACT_LLM if mode is ExtractMode.LLM else TaskName.INGEST

@@ -85,6 +85,17 @@ FAILED_INDEX = "memoryd:jobs:failed:"
 # A job that reached a final state publishes its id here: gateways waiting on it wake up.
 DONE_CHANNEL = "memoryd:jobs:done"
 
+# A job's running lease (`memoryd:job:<id>:lease`, holding the holder's token): taken
+# before a run, renewed while it runs, dropped after it; only the holder renews or drops it.
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+_DROP = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
 
 def failed_index(tenant_id: str) -> str:
     return FAILED_INDEX + tenant_id
@@ -98,6 +109,8 @@ class JobStore:
         self._begin = client.register_script(_BEGIN)
         self._fail = client.register_script(_FAIL)
         self._succeed = client.register_script(_SUCCEED)
+        self._renew = client.register_script(_RENEW)
+        self._drop = client.register_script(_DROP)
 
     @staticmethod
     def _key(job_id: str) -> str:
@@ -222,6 +235,26 @@ class JobStore:
             time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
             delay = min(delay * 1.5, 0.05)
 
+    @staticmethod
+    def _lease_key(job_id: str) -> str:
+        return f"memoryd:job:{job_id}:lease"
+
+    def take_lease(self, job_id: str, token: str, ttl_s: float) -> float | None:
+        """Take the job's running lease; None when taken, else the seconds until the
+        current holder's lease ends unless renewed."""
+        key = self._lease_key(job_id)
+        if self._r.set(key, token, nx=True, px=max(1, int(ttl_s * 1000))):
+            return None
+        left_ms = int(self._r.pttl(key))
+        return max(left_ms, 0) / 1000.0
+
+    def renew_lease(self, job_id: str, token: str, ttl_s: float) -> bool:
+        """Extend the lease this token holds; False when it no longer holds it."""
+        args: list[str | int] = [token, max(1, int(ttl_s * 1000))]
+        return bool(self._renew(keys=[self._lease_key(job_id)], args=args))
+
+    def drop_lease(self, job_id: str, token: str) -> None:
+        self._drop(keys=[self._lease_key(job_id)], args=[token])
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
