@@ -41,6 +41,7 @@ import redis  # noqa: E402
 from ops.bench_common import log  # noqa: E402
 from ops.bench_stack import Stack  # noqa: E402
 from shared.api_keys import ApiKeyStore, parse_scopes  # noqa: E402
+from shared.redis_runtime import embedded_client_url  # noqa: E402
 
 DEFAULT_OUT = ROOT / "bench-results" / "fairness.json"
 PLACES = ["Lisbon", "Osaka", "Quito", "Tromsø", "Hanoi", "Cusco", "Tbilisi", "Perth"]
@@ -133,8 +134,9 @@ def _run(opts: argparse.Namespace, work: Path) -> dict[str, Any]:
     report: dict[str, Any] = {"backfill": opts.backfill, "turns": opts.turns,
                               "sentences": opts.sentences, "saves": opts.saves}
     with stack:
-        port = json.loads((work / "data" / "redis" / "runtime.json").read_text())["port"]
-        broker = redis.Redis.from_url(f"redis://127.0.0.1:{port}/0")
+        # The stack's own Redis: its recorded port, with the password kept beside it.
+        broker = redis.Redis.from_url(
+            embedded_client_url("redis://127.0.0.1:6379/0", work / "data"))
         key_a, _ = ApiKeyStore(broker).create("tenant-a", parse_scopes("read,write"), "bench")
         with stack.client() as api_b, httpx.Client(
             base_url=stack.base_url, headers={"Authorization": f"Bearer {key_a}"},

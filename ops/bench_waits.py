@@ -35,7 +35,7 @@ import redis  # noqa: E402
 
 from ops.bench_common import ROOT, drop_memoryd_environment, latency_summary, log  # noqa: E402
 from ops.bench_stack import Stack  # noqa: E402
-from shared.redis_runtime import free_port  # noqa: E402
+from shared.redis_runtime import embedded_client_url, free_port  # noqa: E402
 
 GOAL_RATIO = 1.5
 WAITER_KEY = "bench-waits-key-a"
@@ -104,6 +104,11 @@ def hold_user_lock(client: redis.Redis, user: str, hold_s: float) -> str:
     return name
 
 
+def job_count(client: redis.Redis) -> int:
+    """Job records in Redis (a running job's lease, `memoryd:job:<id>:lease`, is no job)."""
+    return sum(1 for key in client.scan_iter("memoryd:job:*") if not key.endswith(b":lease"))
+
+
 async def loaded_round(
     args: argparse.Namespace, a: httpx.AsyncClient, b: httpx.AsyncClient,
     client: redis.Redis, searcher: str, waiter: str, n: int, loaded: list[float],
@@ -112,7 +117,7 @@ async def loaded_round(
     let go and every wait answered."""
     lock = hold_user_lock(client, waiter, args.wait_s + 60)
     params = {"user_id": waiter, "all": "true", "wait": args.wait_s}
-    jobs_before = sum(1 for _ in client.scan_iter("memoryd:job:*"))
+    jobs_before = job_count(client)
     started = time.monotonic()
     waits = [asyncio.create_task(a.delete("/v1/memories", params=params))
              for _ in range(args.waits)]
@@ -120,7 +125,7 @@ async def loaded_round(
     jobs = 0
     while jobs < args.waits and time.monotonic() - started < args.wait_s / 2:
         await asyncio.sleep(0.05)
-        jobs = sum(1 for _ in client.scan_iter("memoryd:job:*")) - jobs_before
+        jobs = job_count(client) - jobs_before
     enqueued_s = time.monotonic() - started
     await asyncio.sleep(0.5)
     loaded += await timed_searches(b, n, searcher, args.rate)
@@ -227,7 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # pending waits rather than worker threads spinning on that lock.
         with Stack("waits", data_dir, Path(tmp), args.embedder, worker_concurrency=1,
                    extra_env=env, root=args.root.resolve()) as stack:
-            report = asyncio.run(run(args, stack, redis_url))
+            # The Redis the stack started has the password kept in its data directory.
+            report = asyncio.run(run(args, stack, embedded_client_url(redis_url, data_dir)))
     print_report(report)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")

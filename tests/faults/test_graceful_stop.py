@@ -23,7 +23,7 @@ from shared.failpoints import EMBED_DOCUMENTS
 from shared.queue.celery_app import create_app as create_celery_app
 from shared.queue.jobs import JobStore
 from shared.queue.names import QUEUE_OF, TaskName
-from shared.redis_runtime import ensure_redis, free_port
+from shared.redis_runtime import embedded_client_url, ensure_redis, free_port
 from shared.settings import Settings
 
 COUNTDOWN_S = 12.0
@@ -87,7 +87,10 @@ def test_a_graceful_stop_requeues_what_it_took_and_the_restart_runs_it(tmp_path:
 def test_the_started_redis_fsyncs_as_configured(tmp_path: Path) -> None:
     stack = UpStack("fsync", tmp_path / "data", tmp_path, redis_appendfsync="always")
     with running(stack):
-        client = redis.Redis.from_url(str(stack.settings["redis_url"]))
+        # The Redis that `memoryd up` started has the password kept in its data directory.
+        client = redis.Redis.from_url(
+            embedded_client_url(str(stack.settings.get("redis_url", "redis://127.0.0.1:6379/0")),
+                                stack.data_dir))
         try:
             assert client.config_get("appendfsync") == {"appendfsync": "always"}
             assert client.config_get("appendonly") == {"appendonly": "yes"}

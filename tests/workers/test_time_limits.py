@@ -24,6 +24,7 @@ from ops.chaos_procs import UpStack
 from shared.failpoints import EMBED_DOCUMENTS
 from shared.queue.celery_app import create_app as create_celery_app
 from shared.queue.names import QUEUE_OF, TaskName
+from shared.redis_runtime import embedded_client_url
 from shared.settings import Settings
 
 
@@ -111,7 +112,9 @@ def test_a_redelivered_job_does_not_run_beside_the_first(tmp_path: Path) -> None
             time.sleep(0.05)
         # The broker delivers the same message again while the first run is stalled (as
         # after a visibility timeout or a requeue).
-        url = str(stack.settings["redis_url"])
+        # The stack's own Redis has the password kept in its data directory.
+        url = embedded_client_url(str(stack.settings.get("redis_url", "redis://127.0.0.1:6379/0")),
+                                  stack.data_dir)
         client = redis.Redis.from_url(url)
         app = create_celery_app(Settings(redis_url=url))
         try:
