@@ -52,10 +52,16 @@ def extract_rules(texts: Sequence[str]) -> list[RuleCandidate]:
     """Memory candidates from the user messages of one interaction, deduplicated, in order."""
     found: list[RuleCandidate] = []
     seen: set[str] = set()
+    # A sentence said twice gives the same candidates twice: look at each once, so repeating
+    # one sentence costs a message nothing.
+    read: set[str] = set()
     for text in texts:
         if not isinstance(text, str):
             continue  # defensive: callers pass message contents straight from JSON
         for sentence in _sentences(text):
+            if sentence in read:
+                continue
+            read.add(sentence)
             for candidate in _from_sentence(sentence):
                 key = candidate.content.casefold()
                 if key not in seen:
@@ -104,9 +110,13 @@ def _from_sentence(sentence: str) -> list[RuleCandidate]:
         return [whole]
     # Nothing at the start: look at each clause ("thanks, my name is Ana").
     found = []
+    read = {body}  # a clause equal to the body, or to an earlier clause, gives nothing new
     for part in p.CLAUSE_SPLIT.split(body):
         clause = _clean(part)
-        if clause and clause != body and not _doubtful(clause):
+        if clause in read:
+            continue
+        read.add(clause)
+        if clause and not _doubtful(clause):
             candidate = _match(clause)
             if candidate is not None:
                 found.append(candidate)
@@ -121,7 +131,7 @@ def _doubtful(text: str) -> bool:
 
 
 def _match(body: str, *, requests_only: bool = False) -> RuleCandidate | None:
-    if not body:
+    if not body or not p.ANY_MATCH.match(body):
         return None
     for pattern in p.EXPLICIT:
         explicit = pattern.match(body)
