@@ -162,6 +162,10 @@ class Settings(BaseSettings):
     retention_days: float | None = Field(None, gt=0)
     tenant_retention_days: str | None = None
     retention_purge_interval_s: float = Field(3600.0, ge=1)
+    # Text passes (issue 19, hostile text): the share of wall time a process's redaction and
+    # rules may take, sustained, beyond a burst of text_pace_burst_s (1: unpaced).
+    text_pace_share: float = Field(0.25, gt=0, le=1)
+    text_pace_burst_s: float = Field(0.05, ge=0)
 
     @field_validator("redis_url")
     @classmethod

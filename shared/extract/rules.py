@@ -10,8 +10,9 @@ a missed memory costs less than a wrong one, since wrong ones are later recalled
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 from shared.extract import rules_patterns as p
@@ -48,16 +49,20 @@ class RuleCandidate:
     importance: int
 
 
-def extract_rules(texts: Sequence[str]) -> list[RuleCandidate]:
-    """Memory candidates from the user messages of one interaction, deduplicated, in order."""
+def extract_rules(
+    texts: Sequence[str], pace: Callable[[Callable[[], None]], None] | None = None
+) -> list[RuleCandidate]:
+    """Memory candidates from the user messages of one interaction, deduplicated, in order.
+
+    `pace`, when given, runs the reading of each message (`TextPacer.run`).
+    """
     found: list[RuleCandidate] = []
     seen: set[str] = set()
     # A sentence said twice gives the same candidates twice: look at each once, so repeating
     # one sentence costs a message nothing.
     read: set[str] = set()
-    for text in texts:
-        if not isinstance(text, str):
-            continue  # defensive: callers pass message contents straight from JSON
+
+    def read_text(text: str) -> None:
         for sentence in _sentences(text):
             if sentence in read:
                 continue
@@ -67,6 +72,14 @@ def extract_rules(texts: Sequence[str]) -> list[RuleCandidate]:
                 if key not in seen:
                     seen.add(key)
                     found.append(candidate)
+
+    for text in texts:
+        if not isinstance(text, str):
+            continue  # defensive: callers pass message contents straight from JSON
+        if pace is None:
+            read_text(text)
+        else:
+            pace(partial(read_text, text))
     return found
 
 
