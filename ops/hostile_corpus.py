@@ -32,8 +32,8 @@ SHAPES: dict[str, tuple[str, str]] = {
     "dots": ("", "."),
     "ats": ("", "@"),
     "dashes": ("", "-"),
-    "spaces": ("", " "),
-    "newlines": ("", "\n"),
+    "spaces": ("x", " "),  # a message of whitespace alone is refused (422)
+    "newlines": ("x", "\n"),
     "letters": ("", "a"),
     "letters-dot": ("", "a."),
     "letters-at": ("", "a@"),
