@@ -12,6 +12,7 @@ most twice its p99 on the idle stack.
 
 from __future__ import annotations
 
+import json
 import secrets
 import threading
 import time
@@ -50,14 +51,26 @@ def _seconds(start: str | None, end: str | None) -> float:
     return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
 
 
+def _encoded(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False).encode("utf-8")
+
+
 def hostile_bodies(user: str, messages: int, shapes: int | None) -> list[dict[str, Any]]:
-    """One interaction a shape: `messages` user messages of the shape at the maximum size."""
+    """One interaction a shape: `messages` user messages of the shape at the maximum size, or
+    as many as fit the body limit (JSON escapes a newline in two bytes)."""
     settings = Settings()
     corpus = list(hostile_corpus(settings.max_message_bytes).values())[:shapes]
-    return [{"user_id": user, "extract": "rules",
-             "messages": [{"role": "user", "content": text}] * min(messages,
-                                                                   settings.max_messages)}
-            for text in corpus]
+    bodies = []
+    for text in corpus:
+        n = min(messages, settings.max_messages)
+        while True:
+            body = {"user_id": user, "extract": "rules",
+                    "messages": [{"role": "user", "content": text}] * n}
+            if n == 1 or len(_encoded(body)) <= settings.max_body_bytes:
+                break
+            n -= 1
+        bodies.append(body)
+    return bodies
 
 
 def neighbour_bodies(user: str, n: int) -> tuple[list[dict[str, Any]], set[str]]:
@@ -72,7 +85,8 @@ def neighbour_bodies(user: str, n: int) -> tuple[list[dict[str, Any]], set[str]]
 
 
 def _post(api: httpx.Client, body: dict[str, Any]) -> str:
-    answer = api.post("/v1/interactions", json=body)
+    answer = api.post("/v1/interactions", content=_encoded(body),
+                      headers={"Content-Type": "application/json"})
     if answer.status_code != 202:
         raise ScenarioFailed(f"enqueue answered {answer.status_code}: {answer.text[:300]}")
     return str(answer.json()["job_id"])
