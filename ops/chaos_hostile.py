@@ -235,5 +235,7 @@ def hostile_tenant(work: Path, messages: int = 64, shapes: int | None = None,
     row = tally("hostile tenant beside a writing, searching one", len(a_jobs) + 2 * writes,
                 expected, contents, None, notes)
     if problems:
-        raise ScenarioFailed("; ".join(problems[:5]) + " | " + "; ".join(notes))
+        counts = (f"B: {row.expected} memories expected, {row.found} found, "
+                  f"{row.duplicates} duplicates, {row.lost} lost; {row.sent} interactions sent")
+        raise ScenarioFailed("; ".join(problems[:5]) + " | " + counts + "; " + "; ".join(notes))
     return row
