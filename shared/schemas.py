@@ -34,7 +34,6 @@ from shared.models import (
     UtcDatetime,
 )
 
-
 # C0 controls other than tab, newline and carriage return. One regex scan: a loop over the
 # characters in Python took 60 ms for a full interaction (64 messages of 8 KB), all of it
 # holding the interpreter lock that the embedded stack's other requests wait for.
