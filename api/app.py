@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
 from api.index_pin import PinIndexMiddleware
+from api.json_body import JsonBodyMiddleware
 from api.middleware import BodyLimitMiddleware, RequestIdMiddleware
 from api.routers import (
     admin,
@@ -20,6 +24,7 @@ from api.routers import (
 )
 from api.routers import metrics as metrics_router
 from api.ui import AdminPage
+from api.waits import Waits
 from shared.api_keys import ApiKeyStore
 from shared.auth import KeyRing
 from shared.metrics import RequestMetricsMiddleware, StackCollector
@@ -32,16 +37,31 @@ Long-term memory for chat agents. Writes are asynchronous: `POST /v1/interaction
 and every change to a memory answer `202` with a job id, and a worker does the work
 (`GET /v1/jobs/{job_id}`). Reads (`/v1/search`, listing) are synchronous.
 
+Request bodies are JSON, and are read as JSON whatever `Content-Type` says (`curl -d`
+needs no `-H 'Content-Type: application/json'`).
+
 Authenticate with `Authorization: Bearer <key>`; a key belongs to one tenant, and a
-request acts for any `user_id` of that tenant. Errors have the body
+request acts for any `user_id` of that tenant. The store-wide routes under `/v1/admin/`
+take an operator key instead (403 `forbidden` for a tenant's key). Errors have the body
 `{"error": {"code", "message", "field"}}`.
 """
 
 
-def create_app(runtime: Runtime, keyring: KeyRing) -> FastAPI:
-    app = FastAPI(title="memoryd", version="0.1.0", description=DESCRIPTION)
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    yield
+    await app.state.waits.close()  # its Redis connections belong to this event loop
+
+
+def create_app(runtime: Runtime, keyring: KeyRing, *, server_mode: bool = False) -> FastAPI:
+    """`server_mode`: the gateway of `memoryd serve` (listening for a network), where
+    /metrics needs its token unless `metrics_open` says otherwise."""
+    app = FastAPI(title="memoryd", version="0.1.0", description=DESCRIPTION,
+                  lifespan=_lifespan)
     app.state.runtime = runtime
+    app.state.waits = Waits(runtime.settings)
     app.state.keyring = keyring
+    app.state.server_mode = server_mode
     app.state.api_keys = ApiKeyStore(runtime.redis)
     app.state.rate_limiter = RateLimiter(
         runtime.redis, runtime.settings.rate_limit_per_s, runtime.settings.rate_limit_burst
@@ -49,6 +69,7 @@ def create_app(runtime: Runtime, keyring: KeyRing) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=runtime.settings.max_body_bytes)
     app.add_middleware(RequestIdMiddleware)
     install_error_handlers(app)
+    app.add_middleware(JsonBodyMiddleware)
     for module in (interactions, memories, search, context, jobs, health):
         app.include_router(module.router)
     app.add_middleware(PinIndexMiddleware, runtime=runtime)

@@ -59,8 +59,9 @@ async def _request_id(request: Request) -> str | None:
 
 
 async def require_admin(tenant: Annotated[str, Depends(_tenant)]) -> str:
-    """Operator endpoints: `_principal` already refused a key without the `admin` scope
-    (`/v1/admin/*` needs it, see `shared.api_keys.required_scopes`)."""
+    """Operator endpoints: `_principal` already refused any key but an operator key
+    (`/v1/admin/*` needs the scope `operator`, see `shared.api_keys.required_scopes`); the
+    value is the operator pseudo-tenant that store-wide jobs are recorded under."""
     return tenant
 
 

@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from redis.exceptions import RedisError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from api.json_body import DECLARED_TYPE
 from shared.errors import AppError, QueueUnavailable, RateLimited, field_path
 from shared.logs import get_logger
 
@@ -45,14 +46,20 @@ def _field_of(loc: tuple[Any, ...], message: str) -> str | None:
     return path or None
 
 
-def validation_error(exc: RequestValidationError) -> JSONResponse:
+def validation_error(exc: RequestValidationError, declared_type: str | None = None) -> JSONResponse:
+    """422 naming the field, or 400 `malformed_json`; `declared_type` is the Content-Type the
+    client sent when it was not JSON (the body was read as JSON anyway)."""
     first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
     loc = tuple(first.get("loc", ()))
     message = str(first.get("msg", "invalid request"))
     kind = str(first.get("type", ""))
     if kind == "json_invalid":
-        return JSONResponse(_body("malformed_json", f"the body is not valid JSON: {message}"),
-                            status_code=400)
+        sent = f"as {declared_type}" if declared_type else "without a Content-Type"
+        hint = (f" (it was sent {sent}: send a JSON object, with Content-Type: "
+                f"application/json)" if declared_type is not None else "")
+        return JSONResponse(
+            _body("malformed_json", f"the body is not valid JSON{hint}: {message}"),
+            status_code=400)
     field = _field_of(loc, message)
     code = "unknown_field" if kind == "extra_forbidden" else "invalid_input"
     text = f"{field}: {message}" if field and not message.startswith(f"{field}:") else message
@@ -67,7 +74,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return validation_error(exc)
+        return validation_error(exc, getattr(request.state, DECLARED_TYPE, None))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

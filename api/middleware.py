@@ -38,7 +38,11 @@ class _BodyTooLarge(Exception):
 
 
 class BodyLimitMiddleware:
-    """Refuse bodies over the limit with 413 before they are read into memory whole."""
+    """Refuse bodies over the limit with 413 before they are read into memory whole.
+
+    A declared Content-Length is checked up front; a chunked body (no length) is counted
+    as it arrives, and the request is answered 413 as soon as it passes the limit.
+    """
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
@@ -53,28 +57,36 @@ class BodyLimitMiddleware:
             await self._refuse(send)
             return
         seen = 0
+        exceeded = False
         started = False
 
         async def limited_receive() -> Message:
-            nonlocal seen
+            nonlocal seen, exceeded
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
+                    exceeded = True
                     raise _BodyTooLarge
             return message
 
-        async def tracking_send(message: Message) -> None:
+        async def guarded_send(message: Message) -> None:
             nonlocal started
+            # Once the body is over the limit, whatever the app makes of the cut-off read
+            # (FastAPI answers 400 "error parsing the body") is dropped: the answer is 413.
+            if exceeded and not started:
+                return
             if message["type"] == "http.response.start":
                 started = True
             await send(message)
 
         try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _BodyTooLarge:
-            if not started:
-                await self._refuse(send)
+            await self.app(scope, limited_receive, guarded_send)
+        except Exception:
+            if not exceeded:
+                raise
+        if exceeded and not started:
+            await self._refuse(send)
 
     async def _refuse(self, send: Send) -> None:
         body = json.dumps({"error": {

@@ -9,7 +9,8 @@ from shared.schemas import ErrorBody
 _DESCRIPTIONS = {
     400: "malformed JSON",
     401: "missing, unknown or revoked API key",
-    403: "the API key lacks a scope this endpoint needs (code forbidden)",
+    403: "the API key lacks a scope this endpoint needs, or is a tenant's key on a store-wide "
+         "route (code forbidden)",
     404: "no such resource for this tenant and user",
     409: "the resource is not in a state that allows this",
     413: "the body or a field is over its limit (code payload_too_large)",

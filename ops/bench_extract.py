@@ -14,7 +14,6 @@ with N threads on its llm worker: the embedded Qdrant Edge store opens in one pr
 from __future__ import annotations
 
 import contextlib
-import re
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,14 +23,13 @@ from ops.bench_extract_procs import ProcStack
 from ops.bench_stack import CpuMeter, Stack
 from ops.bench_writes import enqueue, finished_at, wait_all
 from ops.chaos_common import FakeOpenAIEmbeddings
-from shared.testing.fake_llm import Behaviour, FakeLLM, Received, json_reply
+from shared.testing.fake_llm import Behaviour, FakeLLM, Received, json_reply, users_said
 
 MODEL = "bench-extractor"
 # --extract-embedder's default: the local fake of a hosted OpenAI-compatible embedding API
 # (ops/chaos_common.py). A local model would be loaded by every worker process and its CPU
 # would compete with the very processes whose scaling is measured, on 2 cores.
 HOSTED_FAKE = "hosted-fake"
-_USER_LINE = re.compile(r"^USER: (.+)$", re.MULTILINE)
 
 
 class Target(Protocol):
@@ -44,7 +42,7 @@ class Target(Protocol):
 
 def answer(request: Received) -> Behaviour:
     """One ADD of what the user said: every job writes one new memory."""
-    said = _USER_LINE.findall(request.messages[-1]["content"] if request.messages else "")
+    said = users_said(request)
     content = (said[-1] if said else "nothing")[:300]
     return json_reply({"operations": [
         {"action": "ADD", "type": "semantic", "content": content, "confidence": 0.95},

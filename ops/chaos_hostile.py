@@ -152,7 +152,7 @@ def hostile_tenant(work: Path, messages: int = 64, shapes: int | None = None,
     alternate in time, so other load on the host weighs on both alike. `p99_factor` None:
     the p99s are reported, not checked (tests/faults/ runs it so: no timing bound in CI)."""
     defaults = Settings()
-    limit_s = float(defaults.task_soft_time_limit_s)
+    limit_s = float(defaults.job_soft_time_limit_s)
     key_a, key_b = "mk_" + secrets.token_urlsafe(24), "mk_" + secrets.token_urlsafe(24)
     data = work / "data"
     data.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,6 @@ the request) and the model's reply held back (the request is in flight at the pr
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 import uuid
@@ -20,10 +19,9 @@ from ops.chaos_common import Row, ScenarioFailed, wait_jobs, wait_until
 from ops.chaos_procs import kill_pid
 from ops.chaos_server import ServerMode, _await_victims, _batches, _finish, server_mode
 from shared import failpoints
-from shared.testing.fake_llm import Behaviour, FakeLLM, Received, json_reply
+from shared.testing.fake_llm import Behaviour, FakeLLM, Received, json_reply, users_said
 
 MODEL = "chaos-extractor"
-_USER_LINE = re.compile(r"^USER: (.+)$", re.MULTILINE)
 
 
 def llm_note(run: str, i: int) -> str:
@@ -33,8 +31,7 @@ def llm_note(run: str, i: int) -> str:
 
 def one_add(request: Received) -> Behaviour:
     """One ADD of the last thing the user said, as the extraction prompt transcribes it."""
-    said = _USER_LINE.findall(request.messages[-1].get("content", "") if request.messages
-                              else "")
+    said = users_said(request)
     if not said:
         return json_reply({"operations": []})
     return json_reply({"operations": [

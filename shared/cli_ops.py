@@ -30,22 +30,25 @@ class Target:
     key_source: str
 
 
-def resolve_target(url: str | None, key: str | None, data_dir: Path | None = None) -> Target:
+def resolve_target(url: str | None, key: str | None, data_dir: Path | None = None,
+                   operator: bool = False) -> Target:
     """`--url`/`MEMORYD_URL`, else the embedded stack's address from the settings;
-    `--key`/`MEMORYD_API_KEY`, else the embedded stack's key file in the data directory."""
+    `--key`/`MEMORYD_API_KEY`, else the embedded stack's key file in the data directory.
+    `operator`: the key is an operator key (`MEMORYD_OPERATOR_KEY`, `operator-key`)."""
     settings = Settings() if data_dir is None else Settings(data_dir=data_dir)
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
     base = (url or f"http://{host}:{settings.port}").rstrip("/")
+    variable = "MEMORYD_OPERATOR_KEY" if operator else "MEMORYD_API_KEY"
     if key:
-        return Target(base, key, "--key / MEMORYD_API_KEY")
-    path = settings.api_key_file
+        return Target(base, key, f"--key / {variable}")
+    path = settings.operator_key_file if operator else settings.api_key_file
     try:
         found = path.read_text(encoding="utf-8").strip()
     except OSError:
         found = ""
     if found:
         return Target(base, found, str(path))
-    return Target(base, None, "none (give --key or set MEMORYD_API_KEY)")
+    return Target(base, None, f"none (give --key or set {variable})")
 
 
 # ---- import files ----------------------------------------------------------------

@@ -30,6 +30,7 @@ class IngestCommand(Command):
     metadata: dict[str, Any] | None = None
     extract: ExtractMode
     store_roles: list[Role]
+    backfill: bool = False  # routed to the bulk queue (shared/queue/names.py queue_for)
 
 
 class SaveCommand(Command):

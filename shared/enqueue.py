@@ -8,8 +8,8 @@ from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
 from shared.commands import Command
-from shared.errors import QueueUnavailable
-from shared.identity import job_id_for
+from shared.errors import IdempotencyConflict, QueueUnavailable
+from shared.identity import job_id_for, request_digest
 from shared.models import JobStatus
 from shared.queue.names import TaskName
 from shared.queue.send import send
@@ -20,11 +20,29 @@ from shared.schemas import JobAccepted
 def submit(
     rt: Runtime, task: TaskName, command: Command, idempotency_key: str | None = None
 ) -> JobAccepted:
-    """Enqueue once per idempotency key within a tenant; a repeat gets the first job back."""
+    """Enqueue once per idempotency key of one user and one operation (the task).
+
+    The key's job records the digest of the command (without its request id and arrival
+    time): the same key with the same request gets the first job back, in its current
+    status; with another request it is refused (409 `idempotency_conflict`), so a reused
+    key never silently drops a turn. Without a key every call is a new job.
+    """
     tenant = command.tenant_id
-    job_id = job_id_for(tenant, idempotency_key) if idempotency_key else str(uuid.uuid4())
+    digest = ""
+    if idempotency_key:
+        job_id = job_id_for(tenant, command.user_id, task.value, idempotency_key)
+        digest = request_digest(
+            command.model_dump(mode="json", exclude={"request_id", "received_at"}))
+    else:
+        job_id = str(uuid.uuid4())
     try:
-        if not rt.jobs.create(job_id, tenant, task.value, command.request_id):
+        if not rt.jobs.create(job_id, tenant, task.value, command.request_id,
+                              command.user_id, digest):
+            first = rt.jobs.digest(job_id)
+            if first is not None and first != digest:
+                raise IdempotencyConflict(
+                    f"idempotency_key {idempotency_key!r} was used for another request by "
+                    "this user; use a new key for a new request", field="idempotency_key")
             return JobAccepted(job_id=job_id, status=rt.jobs.get(job_id, tenant).status)
     except RedisError as exc:
         raise QueueUnavailable(f"the queue is unreachable: {exc}") from exc

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
+from shared.logs import mask_url_passwords
+
 
 def field_path(parts: Iterable[Any]) -> str:
     """A pydantic error location as error bodies name fields: `messages[0].role`."""
@@ -23,6 +25,8 @@ class AppError(Exception):
     status: ClassVar[int] = 500
 
     def __init__(self, message: str, *, field: str | None = None, code: str | None = None):
+        # Messages reach clients, logs and job records: never with a URL's password.
+        message = mask_url_passwords(message)
         super().__init__(message)
         self.message = message
         self.field = field
@@ -203,3 +207,39 @@ class RateLimited(AppError):
     @property
     def headers(self) -> dict[str, str]:
         return {"Retry-After": str(self.retry_after_s)}
+
+
+class EmbedderNotAllowed(InvalidInput):
+    """A re-embedding asked for an embedder the deployment does not list
+    (`MEMORYD_REINDEX_EMBEDDERS`): refused before anything is built or fetched."""
+
+    code = "embedder_not_allowed"
+
+
+class Forgotten(PermanentError):
+    """A forget that came after this job was accepted covers what it would write: the job
+    writes nothing and fails with this reason (retrying cannot help)."""
+
+    code = "forgotten"
+    status = 409
+
+
+class IdempotencyConflict(Conflict):
+    """An idempotency key was used again for a different request (another body)."""
+
+    code = "idempotency_conflict"
+
+
+class JobTimeLimit(PermanentError):
+    """A job ran past its soft or hard time limit (`job_soft_time_limit_s`,
+    `job_time_limit_s`): it fails and is listed with the failed jobs, never run again on
+    its own (a stuck job would only get stuck again)."""
+
+    code = "time_limit"
+
+
+class JobRunning(TransientError):
+    """Another delivery of the same job holds its running lease: this one waits for it
+    instead of running beside it."""
+
+    code = "job_running"

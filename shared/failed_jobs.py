@@ -142,8 +142,8 @@ def retry(rt: Runtime, tenant: str, job_id: str) -> JobAccepted:
         raise Conflict(f"job {job_id} is {_text(value)}, not failed: only a failed job is retried",
                        field="job_id")
     if outcome == -2:
-        raise Conflict(f"job {job_id} failed before its arguments were kept; it cannot be retried",
-                       field="job_id")
+        raise Conflict(f"job {job_id} has no kept arguments (a forget removed them, or it "
+                       "failed before they were kept); it cannot be retried", field="job_id")
     kind = TaskName(_text(rt.redis.hget(_job_key(job_id), "kind")))
     try:
         send(rt.celery, kind, json.loads(_text(value)), job_id)

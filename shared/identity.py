@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import unicodedata
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
 _NAMESPACE = uuid.UUID("6f1c2d1e-8a51-4c1b-9a7e-6d0b2f4e9c3a")
 _SPACE = re.compile(r"\s+")
@@ -46,5 +49,20 @@ def keyed_memory_id(
     return _uuid("key", tenant_id, user_id, scope, project, key)
 
 
-def job_id_for(tenant_id: str, idempotency_key: str) -> str:
-    return _uuid("job", tenant_id, idempotency_key)
+def job_id_for(tenant_id: str, user_id: str, operation: str, idempotency_key: str) -> str:
+    """Id of the job an idempotency key names: one per (tenant, user, operation, key).
+
+    Deterministic, so a retry through any gateway lands on the same job; the user and the
+    operation are part of it, so two users (or a save and an import) never share a key.
+    """
+    return _uuid("job", tenant_id, user_id, operation, idempotency_key)
+
+
+def request_digest(canonical: Mapping[str, Any]) -> str:
+    """SHA-256 of a validated request in canonical JSON (sorted keys, no whitespace).
+
+    Callers pass the command without what differs between two sendings of one request
+    (its request id and arrival time), so a retry has the digest of the first sending.
+    """
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

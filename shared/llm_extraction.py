@@ -27,6 +27,7 @@ from shared.extract.operations import (
     Said,
     validate_operations,
 )
+from shared.forgetting import ForgetSpan, record_forget, refuse_forgotten
 from shared.identity import content_hash, memory_id
 from shared.keywords import keyword_vector
 from shared.llm.ask import ask_json
@@ -199,6 +200,8 @@ class LLMExtraction:
                 return {"outcome": "skipped", "memory_id": step.target.id,
                         "reason": "the target is no longer a current memory"}
             old = MemoryRecord.from_payload(found[0].id, found[0].payload)
+            refuse_forgotten(self.rt.redis, owner, old.scope.value, old.project,
+                             [self._candidate(cmd, step, when)], job_id)
             chash = content_hash(step.planned.content)
             if chash == old.content_hash:
                 return self._refresh_locked(owner, old, job_id)
@@ -224,13 +227,21 @@ class LLMExtraction:
     def _delete(self, owner: Owner, target: MemoryRecord, job_id: str) -> dict[str, Any]:
         """Forgetting a memory forgets every version of it, and their content in the trail."""
         store = self.rt.store
+        span = ForgetSpan()
+        contents: list[str] = []
         with self.writer._lock(owner):
             chain = version_chain(store, owner, target.id)
             if chain:
+                # The user asked to forget it: as DELETE /v1/memories/{id} does.
+                contents = [str(p.payload.get("content") or "") for p in store.get(owner, chain)]
+                span = ForgetSpan(ids=chain)
+                record_forget(self.rt.redis, owner, span)
                 store.delete(owner, chain)
                 store.erase_audit_content(owner, chain)
                 for mid in chain:
                     self._audit(owner, mid, "DELETE", None, None, job_id)
+        if chain:
+            self.writer._after_forget(owner, span, contents)
         return {"outcome": "deleted" if chain else "skipped", "memory_id": target.id,
                 "versions": len(chain)}
 

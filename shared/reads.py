@@ -173,10 +173,11 @@ def _search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
     # more, on both sides (docs/retrieval.md).
     current = text.current if req.mode is SearchMode.HYBRID and text.is_excerpt else None
     if req.mode is not SearchMode.KEYWORD:
-        vector = rt.query_embedder.embed_query(req.query)
+        # Cached per tenant: a shared hit would show in took_ms (shared/embeddings/cache.py).
+        vector = rt.query_embedder.embed_query_for(owner.tenant_id, req.query)
         if current is not None:
             # The current turn counts twice (MADial recall@5 0.575 → 0.596).
-            vector = vector + rt.query_embedder.embed_query(current)
+            vector = vector + rt.query_embedder.embed_query_for(owner.tenant_id, current)
             vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
         queries.append(VectorQuery(DENSE, vector.tolist()))
     keywords = (query_keyword_vector(req.query, current) if req.mode is not SearchMode.DENSE

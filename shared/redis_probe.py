@@ -8,12 +8,13 @@ import socket
 import subprocess
 import time
 from typing import Literal
-from urllib.parse import SplitResult, urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from shared.logs import mask_url_passwords
 from shared.redis_process import pid_alive
 
 __all__ = [
@@ -90,12 +91,8 @@ def is_loopback(host: str | None) -> bool:
 
 
 def redact(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[-1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    """The URL with its password masked (`shared.logs.mask_url_passwords`)."""
+    return mask_url_passwords(url)
 
 
 def local_url(parts: SplitResult, port: int) -> str:

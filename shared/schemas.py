@@ -55,7 +55,25 @@ def _identifier(value: str) -> str:
     return value
 
 
+# C0 controls other than tab, newline and carriage return, DEL, and the zero-width
+# characters (U+200B-U+200D, U+2060, U+FEFF): invisible, and real transcripts carry them.
+_INVISIBLE = dict.fromkeys(
+    [*(c for c in range(32) if chr(c) not in "\t\n\r"), 0x7F,
+     0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF])
+
+
+def normalize_text(value: Any) -> Any:
+    """Message and memory content as stored: the invisible characters above dropped.
+
+    Chat text is accepted as it comes (one stray control character must not refuse a
+    whole interaction); identifiers are not normalised, they refuse such characters.
+    """
+    return value.translate(_INVISIBLE) if isinstance(value, str) else value
+
+
 Text = Annotated[str, AfterValidator(_not_blank)]
+# Message and memory content: normalised first, then it must still say something.
+Content = Annotated[str, BeforeValidator(normalize_text), AfterValidator(_not_blank)]
 # RFC 3339 date-times only (a missing zone means UTC): pydantic alone would also take
 # numbers (Unix seconds) and bare dates, which the OpenAPI description does not allow.
 ISO_DATETIME = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?"
@@ -106,7 +124,7 @@ class Scoped(Strict):
 
 class Message(Strict):
     role: Role
-    content: Text
+    content: Content
     created_at: WireDatetime | None = None
     metadata: dict[str, Any] | None = None
 
@@ -119,11 +137,13 @@ class InteractionRequest(Scoped):
     idempotency_key: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     extract: ExtractMode | None = None
     store_roles: list[Role] = Field(default_factory=lambda: [Role.USER], min_length=1)
+    backfill: bool = Field(False, description="bulk work, such as replaying a history: runs on "
+                           "the bulk queue, after saves and ordinary interactions")
 
 
 class SaveRequest(Scoped):
     user_id: Identifier
-    content: Text
+    content: Content
     key: Identifier | None = None
     type: MemoryType = MemoryType.SEMANTIC
     thread_id: Identifier | None = None
@@ -163,7 +183,7 @@ class SearchRequest(Scoped):
 
 
 class UpdateRequest(Strict):
-    content: Text | None = None
+    content: Content | None = None
     type: MemoryType | None = None
     tags: list[Tag] | None = None
     importance: int | None = Field(None, ge=1, le=10)

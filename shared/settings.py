@@ -111,8 +111,6 @@ class Settings(BaseSettings):
     # Retries while a dependency is unreachable (`*_unavailable`): with the backoff above,
     # 40 rides out an outage of about a quarter of an hour before the job fails.
     task_unavailable_max_retries: int = Field(40, ge=0)
-    task_soft_time_limit_s: int = Field(120, ge=1)
-    task_time_limit_s: int = Field(150, ge=2)
     broker_visibility_timeout_s: int = Field(600, ge=30)
     job_ttl_s: int = Field(7 * 24 * 3600, ge=60)
 
@@ -146,7 +144,8 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     log_json: bool | None = None  # None: JSON off a TTY, console on one
 
-    # Operations: /metrics (open unless a token is set), import limits.
+    # Operations: /metrics (open unless a token is set; see metrics_open for server mode),
+    # import limits.
     metrics_token: SecretStr | None = None
     metrics_count_ttl_s: float = Field(30.0, ge=0)  # stored-memory count is cached this long
     import_max_records: int = Field(1000, ge=1, le=100_000)  # records per POST /v1/import
@@ -167,6 +166,45 @@ class Settings(BaseSettings):
     text_pace_share: float = Field(0.25, gt=0, le=1)
     text_pace_burst_s: float = Field(0.05, ge=0)
 
+    # Forget and erasure (shared/forgetting.py, shared/erasure.py): forgotten text is gone
+    # from every file under data_dir within this many seconds of the forget (plus the
+    # compaction's own run); 0 compacts at the end of every forget. Capped at half the
+    # broker visibility timeout (the compaction waits in the queue as a delayed task).
+    erasure_compaction_s: float = Field(300.0, ge=0)
+
+    # Issue 19 "ops" slice: operator credential, reindex allow-list, /metrics in server mode.
+    # Operator keys (comma-separated) reach only the store-wide routes (/v1/admin/*); tenant
+    # keys never do. Unset in embedded mode: one is generated into <data_dir>/operator-key.
+    operator_keys: SecretStr | None = None
+    # The embedders POST /v1/admin/reindex may switch to besides the configured `embedder`
+    # (comma-separated specs, as for `embedder`). The default lists the bundled models,
+    # which name no URL and no path; an empty value allows only the configured one.
+    reindex_embedders: str | None = "e5-small,use"
+    # Server mode (`memoryd serve`): /metrics needs MEMORYD_METRICS_TOKEN unless this is true.
+    metrics_open: bool = False
+
+    # api (issue 19): `?wait=` and job reads wait on the event loop (api/waits.py).
+    max_waits_per_key: int = Field(64, ge=0)  # at once per API key; beyond: the state now (202)
+    wait_poll_s: float = Field(2.0, gt=0, le=10)  # a wait's re-read between end notifications
+
+    # Workers (issue 19: time limits, durable accept, quick restarts, bulk queue).
+    # Every job's soft limit raises in it; at the hard limit it fails with `time_limit`
+    # and its worker capacity is replaced (every pool kind, shared/queue/time_limits.py).
+    job_soft_time_limit_s: float = Field(120.0, gt=0)
+    job_time_limit_s: float = Field(150.0, gt=0)
+    # A running job holds a lease this long, renewed while it runs: a second delivery of
+    # it waits instead of running beside it, and a dead holder frees it within this time.
+    job_lease_s: float = Field(15.0, ge=1)
+    # Graceful stop of the embedded worker: running jobs get this long to finish; then
+    # every message it took and did not finish goes back to its queue at once.
+    worker_stop_grace_s: float = Field(10.0, ge=0)
+    # The embedded Redis's AOF fsync: "everysec" may lose about a second of accepted jobs
+    # on a host crash, "always" none (each write waits for the disk).
+    redis_appendfsync: Literal["everysec", "always"] = "everysec"
+    # Embedded mode: threads on the bulk queue (imports, backfill interactions, re-embedding),
+    # apart from the threads that run saves, edits, forgets and ordinary interactions.
+    bulk_worker_concurrency: int = Field(1, ge=1, le=64)
+
     @field_validator("redis_url")
     @classmethod
     def _redis_scheme(cls, value: str) -> str:
@@ -183,16 +221,16 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
-        if self.task_soft_time_limit_s >= self.task_time_limit_s:
-            raise ValueError("task_soft_time_limit_s must be below task_time_limit_s")
+        if self.job_soft_time_limit_s >= self.job_time_limit_s:
+            raise ValueError("job_soft_time_limit_s must be below job_time_limit_s")
         # A message unacked past the visibility timeout is delivered again: every run and
         # every retry delay must end well before that.
-        for name in ("task_retry_backoff_max_s", "task_time_limit_s"):
+        for name in ("task_retry_backoff_max_s", "job_time_limit_s"):
             if getattr(self, name) >= self.broker_visibility_timeout_s:
                 raise ValueError(f"{name} must be below broker_visibility_timeout_s")
         if self.env == "production":
             for name in ("api_keys", "openai_api_key", "qdrant_api_key", "llm_api_key",
-                         "llm_judge_api_key"):
+                         "llm_judge_api_key", "operator_keys"):
                 secret = getattr(self, name)
                 if secret is not None and _is_placeholder(secret.get_secret_value()):
                     raise ValueError(f"{name} holds a placeholder secret")
@@ -213,6 +251,10 @@ class Settings(BaseSettings):
     @property
     def api_key_file(self) -> Path:
         return self.data_dir / "api-key"
+
+    @property
+    def operator_key_file(self) -> Path:
+        return self.data_dir / "operator-key"
 
 
 def parse_tenant_days(spec: str) -> dict[str, float]:

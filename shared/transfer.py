@@ -19,10 +19,10 @@ from shared.commands import Command
 from shared.errors import InvalidInput, PayloadTooLarge
 from shared.extract.candidate import Candidate
 from shared.limits import check_save
-from shared.models import MemoryType, Owner, Scope, Source, UtcDatetime
+from shared.models import MemoryType, Owner, Scope, Source, UtcDatetime, as_utc
 from shared.reads import list_memories
 from shared.runtime import Runtime
-from shared.schemas import Identifier, SaveRequest, Scoped, Tag, Text
+from shared.schemas import Content, Identifier, SaveRequest, Scoped, Tag
 from shared.settings import Settings
 from shared.writes import MemoryWriter
 
@@ -37,7 +37,7 @@ class ImportRecord(Scoped):
     (so links to the source's ids would point nowhere), the source is `import`, and the
     import is the update."""
 
-    content: Text
+    content: Content
     type: MemoryType = MemoryType.SEMANTIC
     category: Tag | None = None
     thread_id: Identifier | None = None
@@ -142,12 +142,23 @@ def parse_import(body: bytes, user_id: str, settings: Settings) -> list[ImportRe
 
 
 def candidate_of(record: ImportRecord, received_at: datetime) -> Candidate:
+    """The save an imported record becomes.
+
+    A `created_at` later than the import's arrival is clamped to the arrival: retention
+    counts from `created_at`, so a future one would keep a memory past its tenant's
+    retention. Clamped rather than refused, because an export from a server whose clock
+    ran ahead is still a good export, and one such record must not refuse the file.
+    """
+    received_at = as_utc(received_at)
+    created_at = record.created_at
+    if created_at is not None and created_at > received_at:
+        created_at = received_at
     return Candidate(
         content=record.content.strip(), type=record.type,
-        occurred_at=record.occurred_at or record.created_at or received_at,
+        occurred_at=record.occurred_at or created_at or received_at,
         source=Source.IMPORT, category=record.category, importance=record.importance,
         tags=list(dict.fromkeys(record.tags)), key=record.key, thread_id=record.thread_id,
-        metadata=dict(record.metadata or {}), created_at=record.created_at,
+        metadata=dict(record.metadata or {}), created_at=created_at,
         enabled=record.enabled, expires_at=record.expires_at,
     )
 

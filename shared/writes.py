@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from shared import failpoints
+from shared import erasure, failpoints
 from shared.commands import (
     DeleteCommand,
     ForgetCommand,
@@ -26,6 +26,7 @@ from shared.commands import (
 from shared.errors import NotFound
 from shared.extract.candidate import Candidate
 from shared.extract.interaction import candidates_for
+from shared.forgetting import ForgetSpan, record_forget, refuse_forgotten, scrub_jobs
 from shared.identity import content_hash, event_id, keyed_memory_id, memory_id
 from shared.keywords import keyword_vector
 from shared.locks import user_lock
@@ -140,15 +141,23 @@ class MemoryWriter:
 
     def delete(self, cmd: DeleteCommand, job_id: str) -> dict[str, Any]:
         owner = cmd.owner
+        contents: list[str] = []
+        span = ForgetSpan()
         with self._lock(owner):
             found = self.rt.store.get(owner, [cmd.memory_id])
             # Forgetting a memory forgets its earlier versions too (shared/conflicts.py).
             ids = version_chain(self.rt.store, owner, cmd.memory_id) if found else []
             if ids:
+                contents = [str(p.payload.get("content") or "")
+                            for p in self.rt.store.get(owner, ids)]
+                span = ForgetSpan(ids=ids)
+                record_forget(self.rt.redis, owner, span)
                 self.rt.store.delete(owner, ids)
                 self.rt.store.erase_audit_content(owner, ids)
                 for mid in ids:
                     self._audit(owner, mid, "DELETE", None, None, job_id)
+        if ids:
+            self._after_forget(owner, span, contents)
         return {"deleted": len(found), "ids": [p.id for p in found]}
 
     def forget(self, cmd: ForgetCommand, job_id: str) -> dict[str, Any]:
@@ -158,7 +167,11 @@ class MemoryWriter:
             conds.append(Match("thread_id", cmd.thread_id))
         if cmd.before is not None or cmd.after is not None:
             conds.append(Between("occurred_at", lt=cmd.before, gt=cmd.after))
+        span = ForgetSpan(thread_id=cmd.thread_id, before=cmd.before, after=cmd.after)
         with self._lock(owner):
+            # First the epoch: a job accepted before now that waits for this lock then
+            # finds the forget and writes nothing it covers (shared/forgetting.py).
+            record_forget(self.rt.redis, owner, span)
             ids = self.rt.store.delete_where(owner, conds)
             self.rt.store.erase_audit_content(owner, ids)
             self.rt.store.append_audit([
@@ -166,7 +179,13 @@ class MemoryWriter:
                            event="DELETE", job_id=job_id, actor="forget")
                 for i in ids
             ])
+        self._after_forget(owner, span, [])
         return {"deleted": len(ids)}
+
+    def _after_forget(self, owner: Owner, span: ForgetSpan, contents: list[str]) -> None:
+        """The texts leave the user's job records now, and the disk by the erasure bound."""
+        scrub_jobs(self.rt.redis, owner, span, contents, self.settings.job_ttl_s)
+        erasure.after_forget(self.rt)
 
     # ---- the shared write decision --------------------------------------------
 
@@ -189,6 +208,7 @@ class MemoryWriter:
             vectors = self._embed([c.content for c in candidates])
         results = []
         with self._lock(owner):
+            refuse_forgotten(self.rt.redis, owner, scope.value, project, candidates, job_id)
             next_seq = self._next_thread_seq(owner, {c.thread_id for c in candidates})
             for candidate, vector in zip(candidates, vectors, strict=True):
                 result = self._write_one(

@@ -8,6 +8,8 @@ from shared.testing.fake_llm import (
     json_reply,
     slow,
     text_reply,
+    users_said,
 )
 
-__all__ = ["Behaviour", "FakeLLM", "Received", "http_error", "json_reply", "slow", "text_reply"]
+__all__ = ["Behaviour", "FakeLLM", "Received", "http_error", "json_reply", "slow", "text_reply",
+           "users_said"]

@@ -13,20 +13,28 @@ from typing import Any
 import uvicorn
 
 from api.app import create_app
-from shared.auth import KeyRing, parse_api_keys
+from shared.auth import KeyRing, parse_api_keys, parse_operator_keys
+from shared.queue.celery_app import create_app as create_celery_app
 from shared.runtime import Runtime
 from shared.settings import Settings
 from shared.store import Store
 
 
 @contextmanager
-def gateway(settings: Settings, store: Store | None = None) -> Iterator[str]:
+def gateway(settings: Settings, store: Store | None = None,
+            server_mode: bool = False) -> Iterator[str]:
     """`store`: the session stack's, when requests may reach it (an Edge shard opens once
-    per process)."""
+    per process). `server_mode`: as `memoryd serve` builds it."""
     assert settings.api_keys is not None
     runtime = Runtime(settings)
     runtime._store = store
-    app = create_app(runtime, KeyRing(parse_api_keys(settings.api_keys.get_secret_value())))
+    operators = (parse_operator_keys(settings.operator_keys.get_secret_value())
+                 if settings.operator_keys is not None else frozenset())
+    keyring = KeyRing(parse_api_keys(settings.api_keys.get_secret_value()), operators)
+    # A Celery app of its own: `Runtime.celery` would reconfigure the process-wide app, and
+    # a gateway on another Redis database would then move the stack's sends there too.
+    runtime.__dict__["celery"] = create_celery_app(settings)
+    app = create_app(runtime, keyring, server_mode=server_mode)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=settings.port,
                                            log_config=None, access_log=False))
     thread = threading.Thread(target=server.run, name="test-gateway", daemon=True)
@@ -43,6 +51,7 @@ def gateway(settings: Settings, store: Store | None = None) -> Iterator[str]:
         thread.join(10)
         runtime._store = None  # the stack's: it closes it
         runtime.close()
+        runtime.celery.close()
 
 
 def settings_with(stack: Any, **overrides: Any) -> Settings:

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from shared.errors import AppError
+from shared.logs import mask_url_passwords
 from shared.settings import Settings
 from workers import cli_commands
 
@@ -49,14 +50,17 @@ def up(
         info = stack.prepare()
     except AppError as exc:
         stack.stop()
-        console.print(f"[red]memoryd could not start:[/red] {exc.message}")
+        console.print(f"[red]memoryd could not start:[/red] {mask_url_passwords(exc.message)}")
         raise typer.Exit(1) from exc
     console.print(f"memoryd is up at [bold]{info.base_url}[/bold]")
     console.print(f"API docs: {info.base_url}/docs")
     if info.api_key:
         console.print(f"API key (tenant 'default'): [bold]{info.api_key}[/bold]")
+    if info.operator_key_file:
+        console.print(f"operator key (store-wide /v1/admin/*): in {info.operator_key_file}",
+                      highlight=False, soft_wrap=True)
     console.print(f"data directory: {info.data_dir}")
-    console.print(f"redis: {info.redis_url}")
+    console.print(f"redis: {mask_url_passwords(info.redis_url)}", highlight=False)
     console.print("Press Ctrl-C to stop.")
     stack.serve_forever()
 
@@ -83,7 +87,8 @@ def serve(
         )
         raise typer.Exit(2)
     runtime = get_runtime()
-    application = create_app(runtime, KeyRing.from_settings(settings, embedded=False))
+    keyring = KeyRing.from_settings(settings, embedded=False)
+    application = create_app(runtime, keyring, server_mode=True)
     settle_for_serving(runtime)
     exit_on_sigterm()
     dump_threads_on_sigusr1()
@@ -96,7 +101,8 @@ def serve(
 @app.command()
 def worker(
     concurrency: Annotated[int, typer.Option(help="worker processes")] = 2,
-    queues: Annotated[str, typer.Option(help="comma-separated queues")] = "memory,llm",
+    queues: Annotated[str, typer.Option(
+        help="comma-separated queues, taken in this order")] = "memory,llm,bulk",
     loglevel: Annotated[str, typer.Option(help="log level")] = "INFO",
     hostname: Annotated[str | None, typer.Option(
         help="Celery node name, e.g. llm-1@%h (several workers on one host)")] = None,
@@ -159,9 +165,12 @@ def _key_store() -> ApiKeyStore:
     import redis
 
     from shared.api_keys import ApiKeyStore
+    from shared.redis_runtime import embedded_client_url
 
     settings = _settings()
-    client = redis.Redis.from_url(settings.redis_url, socket_timeout=settings.redis_timeout_s,
+    # The embedded stack's own Redis has a password kept in its data directory.
+    url = embedded_client_url(settings.redis_url, settings.data_dir)
+    client = redis.Redis.from_url(url, socket_timeout=settings.redis_timeout_s,
                                   socket_connect_timeout=settings.redis_timeout_s)
     return ApiKeyStore(client)
 
@@ -175,21 +184,33 @@ def _keys_call(action: Callable[[], None]) -> None:
         console.print(f"[red]{exc.code}:[/red] {exc.message}")
         raise typer.Exit(1) from exc
     except RedisError as exc:
-        console.print(f"[red]Redis is unreachable at MEMORYD_REDIS_URL:[/red] {exc}")
+        console.print("[red]Redis is unreachable at MEMORYD_REDIS_URL:[/red] "
+                      f"{mask_url_passwords(str(exc))}")
         raise typer.Exit(1) from exc
 
 
 @keys_app.command("create")
 def keys_create(
-    tenant: Annotated[str, typer.Option(help="the tenant the key acts for")],
+    tenant: Annotated[str | None, typer.Option(help="the tenant the key acts for")] = None,
     scopes: Annotated[str, typer.Option(help="comma-separated: read, write, admin")] = "read,write",
     name: Annotated[str | None, typer.Option(help="a label for the key")] = None,
+    operator: Annotated[bool, typer.Option(
+        "--operator", help="an operator key: store-wide routes only (/v1/admin/*), no tenant")
+    ] = False,
 ) -> None:
     """Create a key and print it once (only its SHA-256 is kept)."""
     from shared.api_keys import parse_scopes
 
+    if operator == (tenant is not None):
+        console.print("[red]give either --tenant (a tenant's key) or --operator[/red]")
+        raise typer.Exit(2)
+
     def run() -> None:
-        key, info = _key_store().create(tenant, parse_scopes(scopes), name)
+        store = _key_store()
+        if tenant is None:
+            key, info = store.create_operator(name)
+        else:
+            key, info = store.create(tenant, parse_scopes(scopes), name)
         console.print(key, highlight=False, soft_wrap=True)
         console.print(f"id {info.id}, tenant {info.tenant}, scopes "
                       f"{','.join(info.scopes)}: store the key now, it is not shown again",
@@ -223,6 +244,30 @@ def keys_revoke(key_id: Annotated[str, typer.Argument(help="the id `keys list` s
         console.print(f"revoked {info.id} (tenant {info.tenant})", highlight=False)
 
     _keys_call(run)
+
+
+@app.command()
+def erase(
+    wait: Annotated[float, typer.Option(help="seconds to wait for it to finish")] = 600.0,
+) -> None:
+    """Compact now: forgotten text leaves the store's and Redis's files (a running stack's
+    worker does it; MEMORYD_ERASURE_COMPACTION_S bounds it otherwise)."""
+    from shared import erasure
+    from shared.redis_runtime import embedded_client_url
+    from shared.runtime import Runtime
+
+    settings = _settings()
+    # The embedded stack's own Redis has a password kept in its data directory.
+    runtime = Runtime(settings.model_copy(
+        update={"redis_url": embedded_client_url(settings.redis_url, settings.data_dir)}))
+    try:
+        target = erasure.request(runtime.redis, runtime.celery)
+        if not erasure.wait_compacted(runtime.redis, target, wait):
+            console.print(f"[red]the compaction did not finish within {wait:g}s[/red]")
+            raise typer.Exit(1)
+    finally:
+        runtime.close()
+    console.print("compacted: forgotten text is gone from the store's and Redis's files")
 
 
 def main() -> None:

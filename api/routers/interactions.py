@@ -22,7 +22,9 @@ router = APIRouter(prefix="/v1", tags=["interactions"], responses=ERROR_RESPONSE
     "/interactions",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=JobAccepted,
-    responses={401: {"model": ErrorBody}, 413: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+    responses={401: {"model": ErrorBody}, 413: {"model": ErrorBody}, 422: {"model": ErrorBody},
+               409: {"model": ErrorBody, "description": "idempotency_key was used for another "
+                     "request of this user (code idempotency_conflict)"}},
 )
 async def post_interaction(
     req: InteractionRequest, rt: RuntimeDep, tenant: TenantDep, request_id: RequestIdDep
@@ -40,6 +42,7 @@ async def post_interaction(
         tenant_id=tenant, user_id=req.user_id, request_id=request_id, received_at=utcnow(),
         thread_id=req.thread_id, scope=req.resolved_scope(), project=req.project,
         messages=req.messages, metadata=req.metadata, extract=mode, store_roles=req.store_roles,
+        backfill=req.backfill,
     )
     # LLM work has its own queue: a slow model never holds up raw or rules ingestion.
     task = TaskName.EXTRACT_LLM if mode is ExtractMode.LLM else TaskName.INGEST

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, status
-from starlette.concurrency import run_in_threadpool
 
 from api.deps import RuntimeDep, TenantDep
 from api.responses import ERROR_RESPONSES
+from api.waits import WaitsDep
 from shared import failed_jobs
 from shared.limits import check_page
 from shared.schemas import FailedJobPage, JobAccepted, JobView
@@ -17,10 +17,10 @@ router = APIRouter(prefix="/v1", tags=["jobs"], responses=ERROR_RESPONSES)
 
 
 @router.get("/jobs/{job_id}", response_model=JobView)
-async def get_job(job_id: str, rt: RuntimeDep, tenant: TenantDep) -> JobView:
+async def get_job(job_id: str, tenant: TenantDep, waits: WaitsDep) -> JobView:
     """Needs scope `read`."""
-    # Polled while callers wait: one worker-thread hop, as for the write it follows.
-    return await run_in_threadpool(rt.jobs.get, job_id, tenant)
+    # Polled while callers wait: read on the event loop, holding no worker thread.
+    return await waits.get(job_id, tenant)
 
 
 @router.get("/jobs", response_model=FailedJobPage)
@@ -42,7 +42,8 @@ def list_jobs(
 @router.post("/jobs/{job_id}/retry", status_code=status.HTTP_202_ACCEPTED,
              response_model=JobAccepted)
 def retry_job(job_id: str, rt: RuntimeDep, tenant: TenantDep) -> JobAccepted:
-    """Run a failed job again with the same arguments under the same id (409 if not failed).
+    """Run a failed job again with the same arguments under the same id (409 if not failed,
+    or if a forget removed its arguments).
 
     Needs scopes `write` and `admin`. Safe: every write is idempotent.
     """

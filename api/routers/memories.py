@@ -6,9 +6,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
-from api.deps import RequestIdDep, RuntimeDep, TenantDep, owner_of
+from api.deps import PrincipalDep, RequestIdDep, RuntimeDep, TenantDep, owner_of
 from api.responses import ERROR_RESPONSES
+from api.waits import Waits, WaitsDep
 from shared import reads
 from shared.commands import DeleteCommand, ForgetCommand, SaveCommand, UpdateCommand
 from shared.enqueue import submit
@@ -17,7 +19,6 @@ from shared.history import memory_history
 from shared.limits import check_page, check_save, check_update
 from shared.models import JobStatus, MemoryType, SaveOutcome, Scope, Source, as_utc, utcnow
 from shared.queue.names import TaskName
-from shared.runtime import Runtime
 from shared.schemas import (
     ErrorBody,
     Identifier,
@@ -38,14 +39,20 @@ Wait = Annotated[float, Query(ge=0, le=30, description="seconds to wait for the 
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 413: {"model": ErrorBody},
     422: {"model": ErrorBody}, 503: {"model": ErrorBody},
+    409: {"model": ErrorBody, "description": "with ?wait=: `forgotten` (a later forget covers it)"},
 }
 
 
-def _finish(rt: Runtime, accepted: JobAccepted, tenant: str, wait: float) -> dict[str, Any] | None:
-    """The job's result when it ended within `wait` seconds, else None (answer 202)."""
+async def _finish(
+    waits: Waits, principal: PrincipalDep, accepted: JobAccepted, wait: float
+) -> dict[str, Any] | None:
+    """The job's result when it ended within `wait` seconds, else None (answer 202).
+
+    The wait is awaited on the event loop (api/waits.py): it holds no worker thread.
+    """
     if wait <= 0:
         return None
-    view = rt.jobs.wait(accepted.job_id, tenant, min(wait, rt.settings.max_wait_s))
+    view = await waits.wait(principal.key_id, accepted.job_id, principal.tenant, wait)
     if view.status is JobStatus.FAILED:
         raise error_from_body(view.error)
     return view.result if view.status is JobStatus.SUCCEEDED else None
@@ -61,9 +68,9 @@ def _accepted(accepted: JobAccepted) -> JSONResponse:
     response_model=JobAccepted,
     responses={**ERRORS, 200: {"model": SaveResult}, 201: {"model": SaveResult}},
 )
-def save_memory(
+async def save_memory(
     req: SaveRequest, rt: RuntimeDep, tenant: TenantDep, request_id: RequestIdDep,
-    wait: Wait = 0,
+    principal: PrincipalDep, waits: WaitsDep, wait: Wait = 0,
 ) -> Response:
     """Save a memory. With `?wait=`: 201 added, 200 duplicate (or updated, for a `key`)."""
     check_save(req, rt.settings)
@@ -74,8 +81,8 @@ def save_memory(
         occurred_at=req.occurred_at, metadata=req.metadata, source=Source.EXPLICIT,
         expires_at=req.expires_at,
     )
-    accepted = submit(rt, TaskName.SAVE, command)
-    result = _finish(rt, accepted, tenant, wait)
+    accepted = await run_in_threadpool(submit, rt, TaskName.SAVE, command)
+    result = await _finish(waits, principal, accepted, wait)
     if result is None:
         return _accepted(accepted)
     saved = SaveResult.model_validate(result)
@@ -120,50 +127,55 @@ def get_history(
 
 @router.patch("/{memory_id}", status_code=202, response_model=JobAccepted,
               responses={**ERRORS, 200: {"description": "the edited memory (with ?wait=)"}})
-def patch_memory(
+async def patch_memory(
     memory_id: str, req: UpdateRequest, rt: RuntimeDep, tenant: TenantDep,
-    request_id: RequestIdDep, user_id: UserId, wait: Wait = 0,
+    request_id: RequestIdDep, user_id: UserId, principal: PrincipalDep, waits: WaitsDep,
+    wait: Wait = 0,
 ) -> Response:
     """Edit content, type, tags, importance or enabled (a disabled memory is never searched)."""
     check_update(req, rt.settings)
-    reads.get_memory(rt, owner_of(tenant, user_id), memory_id)
+    await run_in_threadpool(reads.get_memory, rt, owner_of(tenant, user_id), memory_id)
     command = UpdateCommand(
         tenant_id=tenant, user_id=user_id, request_id=request_id, received_at=utcnow(),
         memory_id=memory_id, changes=req,
     )
-    accepted = submit(rt, TaskName.UPDATE, command)
-    result = _finish(rt, accepted, tenant, wait)
+    accepted = await run_in_threadpool(submit, rt, TaskName.UPDATE, command)
+    result = await _finish(waits, principal, accepted, wait)
     return _accepted(accepted) if result is None else JSONResponse(result, status_code=200)
 
 
 @router.delete("/{memory_id}", status_code=202, response_model=JobAccepted,
                responses={**ERRORS, 200: {"description": "deleted (with ?wait=)"}})
-def delete_memory(
+async def delete_memory(
     memory_id: str, rt: RuntimeDep, tenant: TenantDep, request_id: RequestIdDep,
-    user_id: UserId, wait: Wait = 0,
+    user_id: UserId, principal: PrincipalDep, waits: WaitsDep, wait: Wait = 0,
 ) -> Response:
     """Forget one memory: its point is removed and its history keeps no content."""
-    reads.get_memory(rt, owner_of(tenant, user_id), memory_id)
+    await run_in_threadpool(reads.get_memory, rt, owner_of(tenant, user_id), memory_id)
     command = DeleteCommand(
         tenant_id=tenant, user_id=user_id, request_id=request_id, received_at=utcnow(),
         memory_id=memory_id,
     )
-    accepted = submit(rt, TaskName.DELETE, command)
-    result = _finish(rt, accepted, tenant, wait)
+    accepted = await run_in_threadpool(submit, rt, TaskName.DELETE, command)
+    result = await _finish(waits, principal, accepted, wait)
     return _accepted(accepted) if result is None else JSONResponse(result, status_code=200)
 
 
 @router.delete("", status_code=202, response_model=JobAccepted,
                responses={**ERRORS, 200: {"description": "forgotten (with ?wait=)"}})
-def forget_memories(
+async def forget_memories(
     rt: RuntimeDep, tenant: TenantDep, request_id: RequestIdDep, user_id: UserId,
+    principal: PrincipalDep, waits: WaitsDep,
     thread_id: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
     before: WireDatetime | None = None,
     after: WireDatetime | None = None,
     all: Annotated[bool, Query(description="forget every memory of the user")] = False,
     wait: Wait = 0,
 ) -> Response:
-    """Bulk forget by thread and/or occurred_at range; `all=true` forgets everything."""
+    """Bulk forget by thread and/or occurred_at range; `all=true` forgets everything.
+
+    The text also leaves the user's job results and the failed jobs' kept arguments at
+    once, and every file on disk within `MEMORYD_ERASURE_COMPACTION_S` (docs/erasure.md)."""
     if thread_id is None and before is None and after is None and not all:
         raise InvalidInput("give thread_id, before or after (or all=true)", field="thread_id")
     before = as_utc(before) if before is not None else None
@@ -174,6 +186,6 @@ def forget_memories(
         tenant_id=tenant, user_id=user_id, request_id=request_id, received_at=utcnow(),
         thread_id=thread_id, before=before, after=after,
     )
-    accepted = submit(rt, TaskName.FORGET, command)
-    result = _finish(rt, accepted, tenant, wait)
+    accepted = await run_in_threadpool(submit, rt, TaskName.FORGET, command)
+    result = await _finish(waits, principal, accepted, wait)
     return _accepted(accepted) if result is None else JSONResponse(result, status_code=200)

@@ -1,4 +1,9 @@
-"""GET /metrics: Prometheus text format. Open unless MEMORYD_METRICS_TOKEN is set."""
+"""GET /metrics: Prometheus text format.
+
+With MEMORYD_METRICS_TOKEN set, it needs `Authorization: Bearer <token>`. Without one it
+is open in embedded mode (bound to 127.0.0.1 by default) and closed in server mode
+(`memoryd serve`, which listens for a network) unless MEMORYD_METRICS_OPEN is true.
+"""
 
 from __future__ import annotations
 
@@ -14,12 +19,19 @@ from shared.settings import Settings
 router = APIRouter(tags=["operations"])
 
 
-def check_metrics_token(settings: Settings, authorization: str | None) -> None:
+def check_metrics_token(settings: Settings, authorization: str | None,
+                        server_mode: bool = False) -> None:
     token = settings.metrics_token.get_secret_value() if settings.metrics_token else ""
     if not token:
+        if server_mode and not settings.metrics_open:
+            raise Unauthorized("/metrics in server mode needs MEMORYD_METRICS_TOKEN (then "
+                               "Authorization: Bearer <it>), or MEMORYD_METRICS_OPEN=true")
         return
     scheme, _, given = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip(), token):
+    # The header arrives as latin-1 text (raw bytes); compared as bytes, so a token or a
+    # header with non-ASCII characters is a mismatch, never an error.
+    if scheme.lower() != "bearer" or not secrets.compare_digest(
+            given.strip().encode("latin-1", errors="replace"), token.encode("utf-8")):
         raise Unauthorized("/metrics needs Authorization: Bearer <MEMORYD_METRICS_TOKEN>")
 
 
@@ -30,5 +42,6 @@ def metrics(
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Response:
     collector: StackCollector = request.app.state.metrics
-    check_metrics_token(collector.rt.settings, authorization)
+    check_metrics_token(collector.rt.settings, authorization,
+                        getattr(request.app.state, "server_mode", False))
     return Response(collector.render(), media_type=CONTENT_TYPE)

@@ -34,7 +34,9 @@ def export_memories(rt: RuntimeDep, tenant: TenantDep, user_id: UserId) -> Strea
     "/import",
     status_code=202,
     response_model=JobAccepted,
-    responses={401: {"model": ErrorBody}, 413: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+    responses={401: {"model": ErrorBody}, 413: {"model": ErrorBody}, 422: {"model": ErrorBody},
+               409: {"model": ErrorBody, "description": "idempotency_key was used for another "
+                     "request of this user (code idempotency_conflict)"}},
     openapi_extra={"requestBody": {"required": True, "content": {
         "application/x-ndjson": {"schema": {"type": "string"}},
         "application/json": {"schema": {"type": "array", "items": {"type": "object"}}},

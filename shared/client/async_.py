@@ -131,13 +131,14 @@ class AsyncMemorydClient:
 
     # ---- jobs and operations --------------------------------------------------------
 
-    async def job(self, job_id: str) -> JobView:
-        return await self._run(calls.job(job_id))
+    async def job(self, job_id: str, operator: bool = False) -> JobView:
+        return await self._run(calls.job(job_id, operator))
 
-    async def wait(self, job_id: str, timeout: float = 30.0, poll_s: float = 0.05) -> JobView:
+    async def wait(self, job_id: str, timeout: float = 30.0, poll_s: float = 0.05,
+                   operator: bool = False) -> JobView:
         deadline = time.monotonic() + timeout
         while True:
-            view = await self.job(job_id)
+            view = await self.job(job_id, operator)
             if calls.job_done(view):
                 return view
             if time.monotonic() >= deadline:

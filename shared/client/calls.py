@@ -189,8 +189,10 @@ def history(user_id: str, memory_id: str) -> Call[MemoryHistory]:
                 params=_params(user_id=user_id))
 
 
-def job(job_id: str) -> Call[JobView]:
-    return Call("GET", f"/v1/jobs/{job_id}", _model(JobView))
+def job(job_id: str, operator: bool = False) -> Call[JobView]:
+    """`operator`: a store-wide job (a re-embedding), read with an operator key."""
+    path = f"/v1/admin/jobs/{job_id}" if operator else f"/v1/jobs/{job_id}"
+    return Call("GET", path, _model(JobView))
 
 
 def export(user_id: str) -> Call[httpx.Response]:

@@ -133,14 +133,15 @@ class MemorydClient:
 
     # ---- jobs and operations --------------------------------------------------------
 
-    def job(self, job_id: str) -> JobView:
-        return self._run(calls.job(job_id))
+    def job(self, job_id: str, operator: bool = False) -> JobView:
+        return self._run(calls.job(job_id, operator))
 
-    def wait(self, job_id: str, timeout: float = 30.0, poll_s: float = 0.05) -> JobView:
+    def wait(self, job_id: str, timeout: float = 30.0, poll_s: float = 0.05,
+             operator: bool = False) -> JobView:
         """The job once it succeeded or failed; `JobTimeout` if it has not by `timeout`."""
         deadline = time.monotonic() + timeout
         while True:
-            view = self.job(job_id)
+            view = self.job(job_id, operator)
             if calls.job_done(view):
                 return view
             if time.monotonic() >= deadline:

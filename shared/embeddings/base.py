@@ -38,6 +38,10 @@ class Embedder(ABC):
     def embed_query(self, text: str) -> FloatArray:
         """Embed a search query; shape (dim,), L2-normalised."""
 
+    def embed_query_for(self, scope: str, text: str) -> FloatArray:
+        """`embed_query` on behalf of `scope` (a tenant): a cache keeps each scope's own."""
+        return self.embed_query(text)
+
     def warm_up(self) -> None:  # noqa: B027 - an optional hook, a no-op unless overridden
         """Load an in-process model now, so the first search does not pay for it. Remote
         models do nothing here: a startup should not depend on, or pay for, a hosted API."""

@@ -11,9 +11,12 @@ from shared.embeddings.base import Embedder, FloatArray
 
 
 class CachedQueryEmbedder(Embedder):
-    """Delegates to `inner`, remembering the last `size` query vectors by exact text.
+    """Delegates to `inner`, remembering the last `size` query vectors by scope and text.
 
-    Documents are never cached: they are embedded once, at write time.
+    The scope is the tenant a search runs for: a hit is faster, so a cache shared across
+    tenants would let one tenant learn from `took_ms` what another searched. `embed_query`
+    without a scope is the process's own use (scope ""). Documents are never cached: they
+    are embedded once, at write time.
     """
 
     def __init__(self, inner: Embedder, size: int) -> None:
@@ -23,7 +26,7 @@ class CachedQueryEmbedder(Embedder):
         self.size = size
         self.name = inner.name
         self.batch_size = inner.batch_size
-        self._entries: OrderedDict[str, FloatArray] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str], FloatArray] = OrderedDict()
         self._lock = threading.Lock()
 
     @property
@@ -34,19 +37,28 @@ class CachedQueryEmbedder(Embedder):
         return self.inner.embed_documents(texts)
 
     def embed_query(self, text: str) -> FloatArray:
+        return self.embed_query_for("", text)
+
+    def cached(self, scope: str, text: str) -> bool:
+        """Whether `scope`'s query `text` would be answered from the cache."""
+        with self._lock:
+            return (scope, text) in self._entries
+
+    def embed_query_for(self, scope: str, text: str) -> FloatArray:
         if self.size == 0:
             return self.inner.embed_query(text)
+        key = (scope, text)
         with self._lock:
-            cached = self._entries.get(text)
+            cached = self._entries.get(key)
             if cached is not None:
-                self._entries.move_to_end(text)
+                self._entries.move_to_end(key)
                 return cached.copy()
         # Computed outside the lock so one slow query does not stall every other caller;
         # two threads missing on the same text at once just both compute it.
         vector = self.inner.embed_query(text).copy()
         with self._lock:
-            self._entries[text] = vector
-            self._entries.move_to_end(text)
+            self._entries[key] = vector
+            self._entries.move_to_end(key)
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
         return vector.copy()

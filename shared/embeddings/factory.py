@@ -37,6 +37,17 @@ _local: dict[tuple[str, int], Embedder] = {}
 _local_lock = threading.Lock()
 
 
+def canonical_spec(spec: str) -> str:
+    """The one spelling of an embedder spec (aliases resolved, the kind lower-cased), to
+    compare specs without building anything: no model load, no network, no file access."""
+    text = spec.strip()
+    canonical = _ALIASES.get(text.lower())
+    if canonical is not None:
+        return canonical
+    kind, sep, arg = text.partition(":")
+    return f"{kind.strip().lower()}:{arg.strip()}" if sep else text
+
+
 def make_embedder(spec: str, settings: Settings) -> Embedder:
     """Build the embedder named by `spec` (usually `settings.embedder`)."""
     text = spec.strip()

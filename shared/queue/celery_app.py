@@ -17,6 +17,9 @@ def configure(app: Celery, settings: Settings) -> None:
             "visibility_timeout": settings.broker_visibility_timeout_s,
             "socket_timeout": settings.redis_timeout_s,
             "socket_connect_timeout": settings.redis_timeout_s,
+            # A worker on several queues takes from the first non-empty one in the order
+            # given (`memoryd worker --queues memory,llm,bulk`): bulk work comes last.
+            "queue_order_strategy": "priority",
         },
         result_backend=None,
         task_ignore_result=True,
@@ -27,8 +30,8 @@ def configure(app: Celery, settings: Settings) -> None:
         worker_prefetch_multiplier=1,
         task_default_queue=QueueName.MEMORY.value,
         task_routes={name.value: {"queue": queue.value} for name, queue in QUEUE_OF.items()},
-        task_soft_time_limit=settings.task_soft_time_limit_s,
-        task_time_limit=settings.task_time_limit_s,
+        task_soft_time_limit=settings.job_soft_time_limit_s,
+        task_time_limit=settings.job_time_limit_s,
         # Task events cost three Redis publishes per task. Server-mode workers start with
         # them on (-E) unless MEMORYD_TASK_EVENTS=false; the embedded worker only with
         # MEMORYD_TASK_EVENTS=true or when Flower asks (enable_events).
@@ -40,6 +43,11 @@ def configure(app: Celery, settings: Settings) -> None:
                 "schedule": settings.retention_purge_interval_s,
                 "options": {"queue": QUEUE_OF[TaskName.PURGE_EXPIRED].value},
             },
+            **({"erase-forgotten": {
+                "task": TaskName.ERASE.value,
+                "schedule": settings.erasure_compaction_s,
+                "options": {"queue": QUEUE_OF[TaskName.ERASE].value},
+            }} if settings.erasure_compaction_s > 0 else {}),
         },
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,

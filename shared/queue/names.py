@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
+from typing import Any
 
 
 class QueueName(StrEnum):
     MEMORY = "memory"  # cheap writes: raw ingest, saves, edits, deletions
     LLM = "llm"  # LLM extraction, kept apart so slow model calls never hold up cheap writes
+    # Bulk work (imports, backfill interactions, re-embedding, retention purges), on worker
+    # capacity of its own: one tenant's backlog never holds up another's saves.
+    BULK = "bulk"
 
 
 class TaskName(StrEnum):
@@ -23,6 +28,7 @@ class TaskName(StrEnum):
     IMPORT = "memory.import"  # POST /v1/import: a batch of explicit saves, source=import
     PURGE_EXPIRED = "memory.purge_expired"  # retention: delete what expired (beat / timer)
     EXTRACT_LLM = "memory.extract_llm"  # an interaction through the LLM extractor
+    ERASE = "memory.erase"  # forgotten text out of the files (shared/erasure.py; periodic)
 
 
 QUEUE_OF: dict[TaskName, QueueName] = {
@@ -32,10 +38,20 @@ QUEUE_OF: dict[TaskName, QueueName] = {
     TaskName.DELETE: QueueName.MEMORY,
     TaskName.FORGET: QueueName.MEMORY,
     TaskName.FLUSH_ACCESS: QueueName.MEMORY,
-    TaskName.REINDEX: QueueName.MEMORY,
-    TaskName.REINDEX_BATCH: QueueName.MEMORY,
-    TaskName.REINDEX_SWITCH: QueueName.MEMORY,
-    TaskName.IMPORT: QueueName.MEMORY,
-    TaskName.PURGE_EXPIRED: QueueName.MEMORY,
+    TaskName.REINDEX: QueueName.BULK,
+    TaskName.REINDEX_BATCH: QueueName.BULK,
+    TaskName.REINDEX_SWITCH: QueueName.BULK,
+    TaskName.IMPORT: QueueName.BULK,
+    TaskName.PURGE_EXPIRED: QueueName.BULK,
     TaskName.EXTRACT_LLM: QueueName.LLM,
+    TaskName.ERASE: QueueName.MEMORY,
 }
+
+
+def queue_for(task: TaskName, kwargs: Mapping[str, Any]) -> QueueName:
+    """Where a task's message goes: its task's queue, or the bulk queue for a command the
+    client marked as backfill (`"backfill": true` on an interaction)."""
+    command = kwargs.get("command")
+    if isinstance(command, Mapping) and command.get("backfill") is True:
+        return QueueName.BULK
+    return QUEUE_OF[task]

@@ -7,7 +7,7 @@ from typing import Any
 
 from celery import Celery
 
-from shared.queue.names import QUEUE_OF, TaskName
+from shared.queue.names import TaskName, queue_for
 from shared.queue.shown import arguments_shown
 
 # Publishing to Redis again, briefly, before the caller gives up (the gateway answers 503).
@@ -16,9 +16,10 @@ PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2,
 
 
 def send(app: Celery, task: TaskName, kwargs: dict[str, Any], task_id: str | None = None) -> None:
-    """Publish `task` on its queue; raises what kombu raises when Redis cannot take it."""
+    """Publish `task` on its queue (`queue_for`); raises what kombu raises when Redis cannot
+    take it."""
     app.send_task(
-        task.value, kwargs=kwargs, task_id=task_id, queue=QUEUE_OF[task].value,
+        task.value, kwargs=kwargs, task_id=task_id, queue=queue_for(task, kwargs).value,
         retry=True, retry_policy=PUBLISH_RETRY,
         argsrepr="()", kwargsrepr=arguments_shown(kwargs),
     )

@@ -15,8 +15,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from shared.commands import Command
-from shared.errors import AppError, CommandInvalid, TransientError, field_path
+from shared.errors import AppError, CommandInvalid, JobRunning, TransientError, field_path
 from shared.logs import get_logger
+from shared.queue import time_limits
+from shared.queue.leases import keeper
+from shared.queue.names import TaskName, queue_for
 from shared.queue.shown import arguments_shown, shown
 from shared.runtime import get_runtime
 from shared.settings import get_settings
@@ -44,6 +47,9 @@ def unavailable(exc: BaseException) -> bool:
 def error_body(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, AppError):
         return exc.to_dict()
+    over = time_limits.as_time_limit(exc)
+    if over is not None:
+        return over.to_dict()
     return {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}
 
 
@@ -77,8 +83,8 @@ class MemoryTask(Task[Any, dict[str, Any]]):
     retry_backoff_max = _settings.task_retry_backoff_max_s
     retry_jitter = True
     max_retries = _settings.task_max_retries
-    soft_time_limit = _settings.task_soft_time_limit_s
-    time_limit = _settings.task_time_limit_s
+    # No time limits here: the app's (`job_soft_time_limit_s`, `job_time_limit_s`, from the
+    # Settings the worker was built with) reach every pool (shared/queue/time_limits.py).
     # Bookkeeping tasks (access statistics) have no job a caller could ask about. A task
     # that tracks its job returns through `run_command`, which hands `on_success` its result.
     tracks_job = True
@@ -99,14 +105,20 @@ class MemoryTask(Task[Any, dict[str, Any]]):
         if max_retries is None and exc is not None and unavailable(exc):
             max_retries = _settings.task_unavailable_max_retries
         # The re-sent message shows what the first one showed: no content (queue/shown.py).
+        sent = kwargs if kwargs is not None else self.request.kwargs or {}
         options.setdefault("argsrepr", "()")
-        options.setdefault("kwargsrepr", arguments_shown(
-            kwargs if kwargs is not None else self.request.kwargs or {}))
+        options.setdefault("kwargsrepr", arguments_shown(sent))
+        # Back to the queue it was routed to (a backfill goes to the bulk queue).
+        if self.name in TaskName.__members__.values():
+            options.setdefault("queue", queue_for(TaskName(self.name), sent).value)
         return super().retry(args, kwargs, exc, throw, eta, countdown, max_retries, **options)
 
     def on_retry(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
     ) -> None:
+        if isinstance(exc, JobRunning):  # the running delivery keeps the job's state
+            log.info("task_waits_for_running_copy", **_origin(task_id, kwargs))
+            return
         log.warning("task_retrying", error=str(exc), **_origin(task_id, kwargs))
         if self.tracks_job:
             get_runtime().jobs.mark_retrying(task_id, error_body(exc))
@@ -115,14 +127,18 @@ class MemoryTask(Task[Any, dict[str, Any]]):
         # None: another delivery of the same job, run at the same time in this process,
         # already recorded it (the writes are idempotent; the job succeeded once).
         result = _RESULTS.pop(task_id, None)
-        if self.tracks_job and result is not None:
+        if self.tracks_job and result is not None and not time_limits.abandoned():
             get_runtime().jobs.mark_succeeded(task_id, result)
 
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
     ) -> None:
         _RESULTS.pop(task_id, None)
-        log.error("task_failed", error=str(exc), exc_info=not isinstance(exc, AppError),
+        if time_limits.abandoned():  # already failed for its hard limit (thread pool)
+            return
+        over = time_limits.as_time_limit(exc)
+        log.error("task_failed", error=str(exc),
+                  exc_info=not isinstance(exc, AppError) and over is None,
                   **_origin(task_id, kwargs))
         if self.tracks_job:
             get_runtime().jobs.mark_failed(task_id, error_body(exc), dict(kwargs or {}))
@@ -133,7 +149,7 @@ class MemoryTask(Task[Any, dict[str, Any]]):
         model: type[C],
         action: Callable[[MemoryWriter, C, str], dict[str, Any]],
     ) -> dict[str, Any]:
-        with self.context(command) as job_id:
+        with self.context(command) as job_id, self._lease(job_id):
             # A redelivered message of a job that already succeeded does nothing again.
             done = get_runtime().jobs.begin(job_id) if self.tracks_job else None
             if done is not None:
@@ -147,6 +163,28 @@ class MemoryTask(Task[Any, dict[str, Any]]):
                 result = action(MemoryWriter(rt), parsed, job_id)
             log.info("task_succeeded")
             return self._finished(job_id, result)
+
+    @contextmanager
+    def _lease(self, job_id: str) -> Iterator[None]:
+        """Run only while holding the job's lease (shared/queue/leases.py). Another delivery
+        holds it: this one is sent again for when that lease would end unless renewed, and
+        then finds the job done, or free to run if its holder died."""
+        if not self.tracks_job:
+            yield
+            return
+        rt = get_runtime()
+        ttl_s = rt.settings.job_lease_s
+        token = keeper.token()
+        busy_for = rt.jobs.take_lease(job_id, token, ttl_s)
+        if busy_for is not None:
+            raise self.retry(exc=JobRunning(f"job {job_id} is running in another delivery"),
+                             countdown=min(busy_for, ttl_s) + 0.2,
+                             max_retries=self.request.retries + 1)
+        keeper.hold(rt.jobs, job_id, token, ttl_s)
+        try:
+            yield
+        finally:
+            keeper.drop(token)
 
     def _finished(self, job_id: str, result: dict[str, Any]) -> dict[str, Any]:
         """The job's whole result waits for `on_success` (which runs after the task returns,

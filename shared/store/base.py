@@ -268,6 +268,12 @@ class Store(ABC):
                 "re-embed the store or configure the original embedder"
             )
 
+    def compact(self) -> dict[str, Any]:
+        """Rewrite this store's files so that nothing deleted or erased survives in them
+        (shared/erasure.py). The embedded shard does (EdgeStore); a Qdrant server owns its
+        files, and its own optimizer and WAL retention bound how long they keep old bytes."""
+        return {"skipped": "the store's files belong to the Qdrant server"}
+
     @abstractmethod
     def ping(self) -> None: ...
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +110,72 @@ def _ids_of(cond: AllOf) -> tuple[str, ...] | None:
     return None
 
 
+class _WriteGate:
+    """Writes share it; a compaction holds it alone, so that no write lands in a shard
+    while its live points are being copied. A thread already inside enters again."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._inside = 0
+        self._closed = False
+        self._mine = threading.local()
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        depth = getattr(self._mine, "depth", 0)
+        if depth == 0:
+            with self._cond:
+                while self._closed:
+                    self._cond.wait()
+                self._inside += 1
+        self._mine.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._mine.depth = depth
+            if depth == 0:
+                with self._cond:
+                    self._inside -= 1
+                    self._cond.notify_all()
+
+    @contextmanager
+    def alone(self) -> Iterator[None]:
+        with self._cond:
+            while self._closed:
+                self._cond.wait()
+            self._closed = True
+            while self._inside:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._closed = False
+                self._cond.notify_all()
+
+
+# A compaction builds `<shard>.compacting`, renames it `<shard>.ready` once complete, then
+# swaps it in (the old files go to `<shard>.old`, removed once the old shard is closed).
+_BUILDING, _READY, _OLD = ".compacting", ".ready", ".old"
+# A replaced shard stays open this long for reads that started on it before the swap
+# (a read is one shard call: milliseconds).
+RETIRE_AFTER_S = 1.0
+_COPY_PAGE = 2000
+
+
+def settle_compaction(path: Path) -> None:
+    """Finish or undo a compaction a crash interrupted: a complete copy replaces the
+    shard, an incomplete one and the replaced files are removed."""
+    ready, old = path.with_name(path.name + _READY), path.with_name(path.name + _OLD)
+    if ready.exists():
+        if path.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            path.rename(old)
+        ready.rename(path)
+    shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(path.with_name(path.name + _BUILDING), ignore_errors=True)
+
+
 class EdgeStore(Store):
     """`search_threads`: the shard's own search pool. One by default: on 2 cores the query
     embedder already holds both (search_many at 100k, idle machine: 0.92 ms with one thread,
@@ -132,6 +200,10 @@ class EdgeStore(Store):
         self._audit: qe.EdgeShard | None = None
         self._with_audit = audit
         self._lock = threading.Lock()
+        self._writes = _WriteGate()
+        self._compacting = threading.Lock()
+        self._configs: dict[str, qe.EdgeConfig] = {}
+        self._retired: list[tuple[qe.EdgeShard, Path]] = []
 
     def sibling(self, collection: str) -> EdgeStore:
         return EdgeStore(self._root, collection, audit=False,
@@ -158,6 +230,7 @@ class EdgeStore(Store):
         leaves the dense vectors out, so that a store of another model still opens and
         `ensure_schema` can name both models."""
         try:
+            settle_compaction(path)
             if (path / "wal").exists():
                 return qe.EdgeShard.load(str(path), reopen)
             path.mkdir(parents=True, exist_ok=True)
@@ -196,6 +269,103 @@ class EdgeStore(Store):
             self._ensure_indexes(
                 ((self._shard, MEMORY_INDEXES), (self._audit_shard, AUDIT_INDEXES))
             )
+
+    # ---- compaction: forgotten text out of every file --------------------------------
+
+    def compact(self) -> dict[str, Any]:
+        """Rebuild each shard from its live points alone, then swap it in.
+
+        Deleting a point, or nulling a payload field, leaves the old bytes in the shard's
+        segment files and its write-ahead log until Qdrant happens to rewrite them (a WAL
+        file holds 32 MB of updates). A rebuilt shard holds only what is live now: after
+        the swap no file under the shard's directory contains a deleted point or an erased
+        payload. Writes wait meanwhile (reads go on); cost: one copy of the shard.
+        """
+        with self._lock:
+            shards = [(self._root / self.collection, "_mem")]
+            if self._with_audit:
+                shards.append((self._root / f"{self.collection}_audit", "_audit"))
+        copied: dict[str, Any] = {}
+        started = time.monotonic()
+        with self._compacting:
+            with self._writes.alone():
+                for path, attr in shards:
+                    old = getattr(self, attr)
+                    if old is None:
+                        continue
+                    copied[path.name] = self._rebuild(old, path, attr)
+            # Writes go on now; reads that began on a replaced shard end before it closes.
+            time.sleep(RETIRE_AFTER_S if copied else 0.0)
+            self._close_retired()
+        return {"points": copied, "seconds": round(time.monotonic() - started, 3)}
+
+    def _rebuild(self, old: qe.EdgeShard, path: Path, attr: str) -> int:
+        building = path.with_name(path.name + _BUILDING)
+        shutil.rmtree(building, ignore_errors=True)
+        building.mkdir(parents=True)
+        config = self._config_of(path)
+        new = qe.EdgeShard.create(str(building), config)
+        count = 0
+        try:
+            # Indexes first: kept up point by point, cheaper here than built at the end.
+            indexes = MEMORY_INDEXES if attr == "_mem" else AUDIT_INDEXES
+            self._ensure_indexes(((new, indexes),))
+            offset: Any = None
+            while True:
+                records, offset = old.scroll(qe.ScrollRequest(
+                    offset=offset, limit=_COPY_PAGE, with_payload=True, with_vector=True))
+                if records:
+                    new.update(qe.UpdateOperation.upsert_points(
+                        [qe.Point(r.id, r.vector or {}, r.payload) for r in records]))
+                    count += len(records)
+                if offset is None:
+                    break
+            new.flush()
+        finally:
+            new.close()
+        building.rename(path.with_name(path.name + _READY))
+        with self._lock:
+            old.flush()
+            self._retired.append((old, path.with_name(path.name + _OLD)))
+            settle_compaction(path)  # the complete copy replaces the shard's files
+            setattr(self, attr, qe.EdgeShard.load(str(path), self._reopen_config(attr)))
+        return count
+
+    def _config_of(self, path: Path) -> qe.EdgeConfig:
+        """The shard's own configuration, as it recorded it (dense size, sparse, distance)."""
+        raw = json.loads((path / "edge_config.json").read_text())
+        vectors = {
+            name: qe.EdgeVectorParams(
+                size=int(spec["size"]),
+                distance=qe.Distance.Dot if str(spec["distance"]).lower() == "dot"
+                else qe.Distance.Cosine)
+            for name, spec in (raw.get("vectors") or {}).items()
+        }
+        sparse = {name: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)
+                  for name in (raw.get("sparse_vectors") or {})}
+        return qe.EdgeConfig(vectors=vectors, sparse_vectors=sparse or None,
+                             max_search_threads=self._search_threads)
+
+    def _reopen_config(self, attr: str) -> qe.EdgeConfig:
+        if attr == "_mem":
+            sparse = {SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)}
+            return qe.EdgeConfig(sparse_vectors=sparse, max_search_threads=self._search_threads)
+        return qe.EdgeConfig(
+            vectors={_AUDIT_VECTOR: qe.EdgeVectorParams(size=1, distance=qe.Distance.Dot)},
+            max_search_threads=self._search_threads,
+        )
+
+    def _close_retired(self) -> None:
+        """Close the replaced shards and remove their files (after a crash, the next open
+        removes them)."""
+        with self._lock:
+            retired, self._retired = self._retired, []
+        for shard, files in retired:
+            try:
+                shard.close()
+            except Exception as exc:  # the binding raises plain Exceptions
+                log.warning("edge_retired_close_failed", error=str(exc))
+            shutil.rmtree(files, ignore_errors=True)
 
     def _start_warming(self) -> None:
         if not self._fields.enabled:
@@ -249,9 +419,10 @@ class EdgeStore(Store):
         tmp.write_text(json.dumps(meta))
         tmp.replace(self._meta_file())
         # Keep a copy beside the audit trail too, the same record the server adapter keeps.
-        self._audit_shard.update(qe.UpdateOperation.upsert_points(
-            [qe.Point(AUDIT_META_ID, {_AUDIT_VECTOR: [1.0]}, {"kind": "meta", **meta})]
-        ))
+        with self._writes.shared():
+            self._audit_shard.update(qe.UpdateOperation.upsert_points(
+                [qe.Point(AUDIT_META_ID, {_AUDIT_VECTOR: [1.0]}, {"kind": "meta", **meta})]
+            ))
 
     def ping(self) -> None:
         self._shard.info()
@@ -261,6 +432,7 @@ class EdgeStore(Store):
         if self._warming is not None and self._warming is not threading.current_thread():
             self._warming.join()  # a page at most: the shard must not close under a read
         self._fields.forget(None)
+        self._close_retired()
         with self._lock:
             for shard in (self._mem, self._audit):
                 if shard is not None:
@@ -283,7 +455,8 @@ class EdgeStore(Store):
                 vector[SPARSE] = qe.SparseVector(p.sparse[0], p.sparse[1])
             converted.append(qe.Point(p.id, vector, p.payload))
         try:
-            self._shard.update(qe.UpdateOperation.upsert_points(converted))
+            with self._writes.shared():
+                self._shard.update(qe.UpdateOperation.upsert_points(converted))
         finally:
             self._fields.forget(p.id for p in points)
 
@@ -379,14 +552,17 @@ class EdgeStore(Store):
 
     def _set_payload(self, cond: AllOf, payload: dict[str, Any]) -> None:
         try:
-            self._shard.update(qe.UpdateOperation.set_payload_by_filter(_filter(cond), payload))
+            with self._writes.shared():
+                self._shard.update(
+                    qe.UpdateOperation.set_payload_by_filter(_filter(cond), payload))
         finally:
             if self._fields.touches(payload):
                 self._fields.forget(_ids_of(cond))
 
     def _delete(self, cond: AllOf) -> None:
         try:
-            self._shard.update(qe.UpdateOperation.delete_points_by_filter(_filter(cond)))
+            with self._writes.shared():
+                self._shard.update(qe.UpdateOperation.delete_points_by_filter(_filter(cond)))
         finally:
             self._fields.forget(_ids_of(cond))
 
@@ -394,12 +570,14 @@ class EdgeStore(Store):
         points = [
             qe.Point(audit_point_id(e), {_AUDIT_VECTOR: [1.0]}, audit_payload(e)) for e in events
         ]
-        self._audit_shard.update(qe.UpdateOperation.upsert_points(points))
+        with self._writes.shared():
+            self._audit_shard.update(qe.UpdateOperation.upsert_points(points))
 
     def _redact_audit(self, cond: AllOf) -> None:
-        self._audit_shard.update(qe.UpdateOperation.set_payload_by_filter(
-            _filter(cond), {"before": None, "after": None}
-        ))
+        with self._writes.shared():
+            self._audit_shard.update(qe.UpdateOperation.set_payload_by_filter(
+                _filter(cond), {"before": None, "after": None}
+            ))
 
     def _read_audit(self, cond: AllOf, limit: int) -> list[AuditEvent]:
         records, _ = self._audit_shard.scroll(qe.ScrollRequest(

@@ -288,6 +288,11 @@ class GenerationalStore(Store):
                 store.close()
             self._view = None
 
+    def compact(self) -> dict[str, Any]:
+        with self._lock:
+            stores = dict(self._physical)
+        return {name: store.compact() for name, store in stores.items()}
+
     def sibling(self, collection: str) -> Store:
         return self.home.sibling(collection)
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from shared.extract.llm_prompt import read_transcript
+
 
 @dataclass(frozen=True)
 class Behaviour:
@@ -68,6 +70,18 @@ class Received:
     def text(self) -> str:
         """Every message's content, joined: what the model read."""
         return "\n".join(str(m.get("content", "")) for m in self.messages)
+
+
+def users_said(request: Received) -> list[str]:
+    """What the user said, in order, in an extraction request (its JSON transcript); empty
+    for any other request (a judge call, a chat)."""
+    if not request.messages:
+        return []
+    try:
+        turns = read_transcript(str(request.messages[-1].get("content", "")))
+    except (ValueError, KeyError, TypeError):
+        return []
+    return [t["content"] for t in turns if t["role"] == "user"]
 
 
 class FakeLLM:

@@ -9,7 +9,11 @@ from typing import Any
 
 import httpx
 import pytest
+from conftest import KEY_A
 from helpers import save, wait_job
+from live_gateway import gateway, settings_with
+from pydantic import SecretStr
+from test_tenant_walk import PUBLIC, app_routes
 
 from api.routers.metrics import check_metrics_token
 from shared.errors import Unauthorized
@@ -122,3 +126,65 @@ def test_a_metrics_token_is_required_when_set(base_url: str) -> None:
         check_metrics_token(settings, "Bearer wrong")
     check_metrics_token(settings, "Bearer s3cret-token")
     check_metrics_token(Settings(metrics_token=""), None)  # empty means open
+
+
+def test_a_non_ascii_token_is_a_mismatch_not_an_error() -> None:
+    settings = Settings(metrics_token="s3cret-token")
+    for header in ("Bearer ké…", "Bearer s3cret-tokén", "Bearer \xff\xfe"):
+        with pytest.raises(Unauthorized):
+            check_metrics_token(settings, header)
+    # A non-ASCII token matches its own UTF-8 bytes (what an HTTP server hands over as
+    # latin-1 text), and nothing else.
+    utf8_token = Settings(metrics_token="tökén")
+    check_metrics_token(utf8_token, "Bearer tökén".encode().decode("latin-1"))
+    with pytest.raises(Unauthorized):
+        check_metrics_token(utf8_token, "Bearer tökén")
+
+
+def test_server_mode_metrics_need_a_token_unless_opened(stack: Any) -> None:
+    store = stack.runtime.store
+    with gateway(settings_with(stack), store, server_mode=True) as base:
+        closed = httpx.get(f"{base}/metrics", timeout=30)
+        assert closed.status_code == 401, closed.text
+        assert "MEMORYD_METRICS_TOKEN" in closed.json()["error"]["message"]
+    with gateway(settings_with(stack, metrics_open=True), store, server_mode=True) as base:
+        scrape(base)
+    token = "scrape-token-7f3a"
+    with gateway(settings_with(stack, metrics_token=SecretStr(token)), store,
+                 server_mode=True) as base:
+        assert httpx.get(f"{base}/metrics", timeout=30).status_code == 401
+        wrong = httpx.get(f"{base}/metrics", headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+        ok = httpx.get(f"{base}/metrics", headers={"Authorization": f"Bearer {token}"})
+        assert ok.status_code == 200 and "memoryd_" in ok.text
+    # Embedded mode (the session stack) keeps /metrics open on 127.0.0.1.
+    scrape(f"http://127.0.0.1:{stack.settings.port}")
+
+
+def test_non_ascii_bearer_is_401_on_every_route(stack: Any) -> None:
+    """Raw non-ASCII bytes in the bearer key: 401 on every authenticated route and on a
+    token-protected /metrics, never a 500 (the admin page is static and needs no key)."""
+    bad_headers = [
+        [(b"Authorization", "Bearer ké…".encode())],
+        [(b"Authorization", b"Bearer \xff\xfe\x80")],
+        [(b"Authorization", "Bearer 密钥".encode())],
+    ]
+    settings = settings_with(stack, metrics_token=SecretStr("scrape-token-7f3a"))
+    with gateway(settings, stack.runtime.store, server_mode=True) as base:
+        routes = sorted(app_routes(stack) - PUBLIC)
+        assert ("GET", "/metrics") in routes and ("POST", "/v1/admin/reindex") in routes
+        with httpx.Client(base_url=base, timeout=30) as c:
+            for method, template in routes:
+                path = template.replace("{memory_id}", "m1").replace("{job_id}", "j1")
+                for headers in bad_headers:
+                    response = c.request(method, path, headers=headers,
+                                         params={"user_id": "u1"}, json={})
+                    assert response.status_code == 401, (method, path, response.text)
+                    assert response.json()["error"]["code"] == "unauthorized"
+            for headers in bad_headers:
+                page = c.get("/ui/", headers=headers)
+                assert page.status_code == 200 and "<html" in page.text
+            # And the good key still works through the same gateway.
+            fine = c.get("/v1/memories", params={"user_id": "u1"},
+                         headers={"Authorization": f"Bearer {KEY_A}"})
+            assert fine.status_code == 200, fine.text

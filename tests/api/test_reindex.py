@@ -23,8 +23,15 @@ from helpers import save, search
 from typer.testing import CliRunner
 from up_process import start_up, wait_ready
 
+from shared.auth import OPERATOR_TENANT
+from shared.errors import EmbedderNotAllowed
+from shared.queue.names import TaskName
 from shared.redis_runtime import free_port
+from shared.reindex import allowed_embedders, check_allowed
+from shared.settings import Settings
 from workers.cli import app as cli_app
+
+OPERATOR_KEY = "test-operator-key"
 
 FACTS = [
     "I keep bees on the roof of my building", "My sister lives in Lisbon",
@@ -49,6 +56,8 @@ class Stack:
         self.proc = start_up(data_dir, int(self.base.rsplit(":", 1)[1]), {
             "MEMORYD_REDIS_URL": redis_url, "MEMORYD_LOG_LEVEL": "WARNING",
             "MEMORYD_API_KEYS": f"{KEY_A}=tenant-a,{KEY_B}=tenant-b",
+            "MEMORYD_OPERATOR_KEYS": OPERATOR_KEY,
+            "MEMORYD_REINDEX_EMBEDDERS": "e5-small,use",
             "MEMORYD_LOG_JSON": "true", **env})
         try:
             wait_ready(self.proc, self.base)
@@ -59,6 +68,10 @@ class Stack:
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.base, timeout=30,
                             headers={"Authorization": f"Bearer {KEY_A}"})
+
+    def operator(self) -> httpx.Client:
+        return httpx.Client(base_url=self.base, timeout=30,
+                            headers={"Authorization": f"Bearer {OPERATOR_KEY}"})
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -114,7 +127,10 @@ class Searcher(threading.Thread):
 
 
 def _job(api: httpx.Client, job_id: str) -> dict[str, Any]:
-    body: dict[str, Any] = api.get(f"/v1/jobs/{job_id}").json()
+    """A tenant's job, or (with an operator key) a re-embedding's."""
+    operator = api.headers["Authorization"] == f"Bearer {OPERATOR_KEY}"
+    body: dict[str, Any] = api.get(
+        f"/v1/admin/jobs/{job_id}" if operator else f"/v1/jobs/{job_id}").json()
     return body
 
 
@@ -139,23 +155,27 @@ def test_reindex_keeps_answering_and_keeps_writes(redis_url: str, tmp_path: Path
     stack = Stack(tmp_path, redis_url)
     base = stack.base
     api = stack.client()
+    op = stack.operator()
     searcher = Searcher(base, "alice")
     try:
         _ingest(api, "alice", FACTS)
         _ingest(api, "bob", _filler(60))
         before = search(api, "alice", "who keeps bees?", top_k=1)
         assert before[0]["memory"]["content"] == FACTS[0]
-        assert api.get("/v1/admin/index").json()["embedder"] == "e5-small"
+        assert op.get("/v1/admin/index").json()["embedder"] == "e5-small"
 
-        bad = api.post("/v1/admin/reindex", json={"embedder": "no-such-model"})
+        bad = op.post("/v1/admin/reindex", json={"embedder": "no-such-model"})
         assert bad.status_code == 422 and bad.json()["error"]["field"] == "embedder"
         assert httpx.post(f"{base}/v1/admin/reindex", json={"embedder": "use"}).status_code == 401
+        # A tenant's key, even one with every tenant scope, is no operator key.
+        assert api.post("/v1/admin/reindex", json={"embedder": "use"}).status_code == 403
 
         searcher.start()
-        started = api.post("/v1/admin/reindex", json={"embedder": "use", "batch_size": 2})
+        started = op.post("/v1/admin/reindex", json={"embedder": "use", "batch_size": 2})
         assert started.status_code == 202, started.text
         job_id = started.json()["job_id"]
-        again = api.post("/v1/admin/reindex", json={"embedder": "use"})
+        assert api.get(f"/v1/jobs/{job_id}").status_code == 404  # not a tenant's job
+        again = op.post("/v1/admin/reindex", json={"embedder": "use"})
         assert again.status_code == 409 and again.json()["error"]["code"] == "reindex_running"
 
         # Writes while the copy runs: saves, an edit and a deletion, each noted with the
@@ -164,8 +184,8 @@ def test_reindex_keeps_answering_and_keeps_writes(redis_url: str, tmp_path: Path
         bob_items = api.get("/v1/memories", params={"user_id": "bob", "limit": 200}).json()
         edit_id, delete_id = bob_items["items"][0]["id"], bob_items["items"][1]["id"]
         i = 0
-        while _job(api, job_id)["status"] not in ("succeeded", "failed") and i < 40:
-            phase = (_job(api, job_id).get("progress") or {}).get("phase", "")
+        while _job(op, job_id)["status"] not in ("succeeded", "failed") and i < 40:
+            phase = (_job(op, job_id).get("progress") or {}).get("phase", "")
             # The edit and the deletion come first: a fast copy may leave time for few writes.
             if i == 0:
                 r = api.patch(f"/v1/memories/{edit_id}", params={"user_id": "bob", "wait": 20},
@@ -177,10 +197,10 @@ def test_reindex_keeps_answering_and_keeps_writes(redis_url: str, tmp_path: Path
             else:
                 r = save(api, "carol", f"Written during the copy, number {i}: 我喜欢第{i}号")
                 assert r.status_code == 201, r.text
-            after = (_job(api, job_id).get("progress") or {}).get("phase", "")
+            after = (_job(op, job_id).get("progress") or {}).get("phase", "")
             written.append((r.json().get("memory", {}).get("id", ""), phase, after))
             i += 1
-        job = _wait(api, job_id)
+        job = _wait(op, job_id)
         assert job["status"] == "succeeded", job
         assert len(written) >= 3, f"the copy ended before the edit, deletion and a save: {written}"
         overlapped = [w for w in written if w[1] == "copying" and w[2] in ("copying",
@@ -189,7 +209,7 @@ def test_reindex_keeps_answering_and_keeps_writes(redis_url: str, tmp_path: Path
         progress = job["progress"]
         assert progress["phase"] == "done" and progress["done"] == progress["total"] >= 68
         assert job["result"]["embedder"] == "use" and job["result"]["dim"] == 512
-        assert api.get("/v1/admin/index").json() == {
+        assert op.get("/v1/admin/index").json() == {
             "generation": 1, "collection": "memories_g1", "embedder": "use", "dim": 512,
             "running_job": None, "alias": None, "alias_target": None}
 
@@ -216,9 +236,10 @@ def test_reindex_keeps_answering_and_keeps_writes(redis_url: str, tmp_path: Path
                          ).status_code == 200
         # Back through the command line, as an operator would start it.
         back = CliRunner().invoke(cli_app, ["reindex", "--embedder", "e5-small"],
-                                  env={"MEMORYD_URL": stack.base, "MEMORYD_API_KEY": KEY_A})
+                                  env={"MEMORYD_URL": stack.base,
+                                       "MEMORYD_OPERATOR_KEY": OPERATOR_KEY})
         assert back.exit_code == 0, back.output
-        job = _wait(api, json.loads(back.output)["job_id"])
+        job = _wait(op, json.loads(back.output)["job_id"])
         assert job["status"] == "succeeded", job
         result = job["result"]
         assert 3 <= result["embedded"] <= 3 + late, (result, written)
@@ -233,13 +254,14 @@ def test_reindex_keeps_answering_and_keeps_writes(redis_url: str, tmp_path: Path
     finally:
         searcher.stop.set()
         api.close()
+        op.close()
         stack.stop()
 
     # The pointer is durable: a restart configured for another model follows the store.
     again_stack = Stack(tmp_path, redis_url, MEMORYD_EMBEDDER="use")
     try:
-        with again_stack.client() as client:
-            index = client.get("/v1/admin/index").json()
+        with again_stack.client() as client, again_stack.operator() as op:
+            index = op.get("/v1/admin/index").json()
             assert (index["generation"], index["embedder"]) == (2, "e5-small")
             assert search(client, "alice", "我喝什么茶", top_k=1)[0]["memory"]["content"] == (
                 FACTS[2])
@@ -252,16 +274,16 @@ def test_reindex_moves_the_alias_with_qdrant_client(redis_url: str, tmp_path: Pa
     `memories_active` follows the switch; the home collection keeps the audit trail."""
     stack = Stack(tmp_path, redis_url, MEMORYD_QDRANT_LOCAL_PATH=str(tmp_path / "qdrant"))
     try:
-        with stack.client() as api:
-            index = api.get("/v1/admin/index").json()
+        with stack.client() as api, stack.operator() as op:
+            index = op.get("/v1/admin/index").json()
             assert (index["alias"], index["alias_target"]) == ("memories_active", "memories")
             _ingest(api, "dora", FACTS[:4])
             memory_id = search(api, "dora", "my sister", top_k=1)[0]["memory"]["id"]
-            started = api.post("/v1/admin/reindex", json={"embedder": "use"})
-            job = _wait(api, started.json()["job_id"])
+            started = op.post("/v1/admin/reindex", json={"embedder": "use"})
+            job = _wait(op, started.json()["job_id"])
             assert job["status"] == "succeeded", job
             assert (job["progress"]["done"], job["result"]["embedded"]) == (4, 4)
-            index = api.get("/v1/admin/index").json()
+            index = op.get("/v1/admin/index").json()
             assert (index["alias"], index["alias_target"]) == ("memories_active", "memories_g1")
             hit = search(api, "dora", "where does my sister live?", top_k=1)[0]
             assert hit["memory"]["id"] == memory_id
@@ -269,3 +291,57 @@ def test_reindex_moves_the_alias_with_qdrant_client(redis_url: str, tmp_path: Pa
             assert users["items"] == [{"user_id": "dora", "memories": 4}]
     finally:
         stack.stop()
+
+
+def test_reindex_takes_only_listed_embedders(stack: Any, base_url: str) -> None:
+    """Anything but the configured embedder and the listed ones (by default the bundled
+    models) is refused with 422 `embedder_not_allowed` before a job, a lock or an embedder
+    exists."""
+    key = stack.settings.operator_key_file.read_text().strip()
+    jobs_before = len(list(stack.runtime.redis.scan_iter("memoryd:job:*")))
+    with httpx.Client(base_url=base_url, timeout=30,
+                      headers={"Authorization": f"Bearer {key}"}) as op:
+        for spec in ("openai:text-embedding-3-small", "ollama:nomic-embed-text",
+                     "sentence-transformers:/etc", "sentence-transformers:../../root/.ssh",
+                     "no-such-model"):
+            refused = op.post("/v1/admin/reindex", json={"embedder": spec})
+            assert refused.status_code == 422, (spec, refused.text)
+            error = refused.json()["error"]
+            assert (error["code"], error["field"]) == ("embedder_not_allowed", "embedder")
+            assert "e5-small" in error["message"]  # says what is allowed
+        assert not stack.runtime.redis.exists("memoryd:reindex:lock")
+        assert op.get("/v1/admin/index").json()["running_job"] is None
+    assert len(list(stack.runtime.redis.scan_iter("memoryd:job:*"))) == jobs_before
+
+
+def test_worker_refuses_an_unlisted_embedder_too(stack: Any, api: httpx.Client) -> None:
+    """A re-embedding task put on the queue by hand (anyone who reaches Redis) fails with
+    the same code, frees the lock, and builds nothing."""
+    rt = stack.runtime
+    job_id = "reindex-by-hand-0001"
+    rt.jobs.create(job_id, OPERATOR_TENANT, TaskName.REINDEX.value, None)
+    assert rt.redis.set("memoryd:reindex:lock", job_id, nx=True, ex=60)
+    rt.celery.send_task(TaskName.REINDEX.value, kwargs={"command": {
+        "job_id": job_id, "tenant_id": OPERATOR_TENANT, "request_id": None,
+        "embedder": "sentence-transformers:/etc", "batch_size": 8}}, queue="memory")
+    key = stack.settings.operator_key_file.read_text().strip()
+    with httpx.Client(base_url=str(api.base_url), timeout=30,
+                      headers={"Authorization": f"Bearer {key}"}) as op:
+        deadline = time.monotonic() + 30
+        job = op.get(f"/v1/admin/jobs/{job_id}").json()
+        while job["status"] not in ("succeeded", "failed") and time.monotonic() < deadline:
+            time.sleep(0.05)
+            job = op.get(f"/v1/admin/jobs/{job_id}").json()
+        assert job["status"] == "failed", job
+        assert job["error"]["code"] == "embedder_not_allowed", job
+        assert op.get("/v1/admin/index").json()["embedder"] == "e5-small"
+    assert not rt.redis.exists("memoryd:reindex:lock")
+
+
+def test_an_empty_list_allows_only_the_configured_embedder(tmp_path: Path) -> None:
+    """The default lists the bundled models; a deployment can narrow it to nothing else."""
+    narrowed = Settings(data_dir=tmp_path, reindex_embedders="")
+    assert allowed_embedders(narrowed) == ["e5-small"]
+    with pytest.raises(EmbedderNotAllowed):
+        check_allowed(narrowed, "use")
+    assert allowed_embedders(Settings(data_dir=tmp_path)) == ["e5-small", "use"]

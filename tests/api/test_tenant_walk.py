@@ -2,8 +2,10 @@
 user ids: B never gets A's data and never changes it (A's points, vectors, audit trail and
 job records compared byte for byte before and after).
 
-The routes come from `app.routes`: a route that is in none of the lists below fails the
-test, so a new endpoint must say how it is walked before it can ship.
+The routes come from `app.routes` (routers included lazily are opened up): a route that
+is in none of the lists below fails the test, so a new endpoint must say how it is walked
+before it can ship. Store-wide routes (`OPERATOR`) are walked too: B's key, which holds
+every tenant scope, gets 403 `forbidden` there and changes nothing.
 """
 
 from __future__ import annotations
@@ -74,15 +76,49 @@ CALLS: dict[tuple[str, str], Call] = {
         f"/v1/memories/{_mid(v)}/history", params={"user_id": v.user}),
     ("GET", "/v1/export"): lambda c, v: c.get("/v1/export", params={"user_id": v.user}),
     ("POST", "/v1/export"): lambda c, v: c.post("/v1/export", json={"user_id": v.user}),
+    ("GET", "/v1/users"): lambda c, v: c.get("/v1/users", params={"prefix": v.user}),
+    ("POST", "/v1/import"): lambda c, v: c.post(
+        "/v1/import", params={"user_id": v.user},
+        json=[{"content": "imported by B into its own tenant"}]),
+    # Counts only, no tenant data: B (any caller) may read them.
+    ("GET", "/metrics"): lambda c, v: c.get("/metrics"),
 }
+
+
+# Store-wide routes (operator keys only), with the call B makes: each must answer 403.
+OPERATOR: dict[tuple[str, str], Call] = {
+    ("POST", "/v1/admin/reindex"): lambda c, v: c.post(
+        "/v1/admin/reindex", json={"embedder": "use", "batch_size": 1}),
+    ("GET", "/v1/admin/index"): lambda c, v: c.get("/v1/admin/index"),
+    ("GET", "/v1/admin/jobs/{job_id}"): lambda c, v: c.get(f"/v1/admin/jobs/{v.job_id}"),
+}
+
+
+def _flat(routes: Any) -> Any:
+    """Every route, with FastAPI's lazily included routers opened up (their routes are not
+    in `app.routes` itself)."""
+    for route in routes:
+        contexts = getattr(route, "effective_route_contexts", None)
+        if contexts is not None:
+            for context in contexts():
+                yield context.path, getattr(context.original_route, "methods", None)
+        else:
+            yield getattr(route, "path", None), getattr(route, "methods", None)
 
 
 def app_routes(stack: Any) -> set[tuple[str, str]]:
     routes = set()
-    for route in stack.server.config.app.routes:
-        for method in getattr(route, "methods", None) or ():
-            routes.add((method, route.path))
+    for path, methods in _flat(stack.server.config.app.routes):
+        for method in methods or ():
+            routes.add((method, path))
     return routes
+
+
+def test_the_route_list_is_complete(stack: Any) -> None:
+    """The walk sees the real routes (a lazily included router once hid all of them)."""
+    routes = app_routes(stack)
+    assert {("POST", "/v1/search"), ("GET", "/v1/users"), ("POST", "/v1/admin/reindex"),
+            ("GET", "/metrics")} <= routes, sorted(routes)
 
 
 def snapshot(stack: Any, v: Victim) -> str:
@@ -114,15 +150,28 @@ def victim(stack: Any, api: httpx.Client, user: str) -> Victim:
     return Victim(user, saved.json()["memory"], job_id, failed_id)
 
 
+def _writes(route: tuple[str, str]) -> bool:
+    return route[0] != "GET" and route[1] not in {"/v1/search", "/v1/context", "/v1/export"}
+
+
 def test_every_route_is_classified(stack: Any) -> None:
-    unclassified = app_routes(stack) - PUBLIC - set(CALLS)
+    unclassified = app_routes(stack) - PUBLIC - set(CALLS) - set(OPERATOR)
     assert not unclassified, f"routes not in the tenant walk: {sorted(unclassified)}"
+    assert not set(OPERATOR) & set(CALLS)
 
 
 def test_other_tenant_walk(stack: Any, api: httpx.Client, api_b: httpx.Client,
                            victim: Victim) -> None:
     before = snapshot(stack, victim)
-    walked = sorted(app_routes(stack) & set(CALLS))
+    for route in sorted(app_routes(stack) & set(OPERATOR)):
+        refused = OPERATOR[route](api_b, victim)
+        assert refused.status_code == 403, (route, refused.text)
+        assert refused.json()["error"]["code"] == "forbidden", (route, refused.text)
+        assert "operator" in refused.json()["error"]["message"]
+    assert not stack.runtime.redis.exists("memoryd:reindex:lock")
+    # Reads first, so they see B's tenant before B's own writes put anything under A's
+    # user id there.
+    walked = sorted(app_routes(stack) & set(CALLS), key=lambda r: (_writes(r), r))
     b_jobs = []
     for route in walked:
         response = CALLS[route](api_b, victim)
@@ -138,9 +187,12 @@ def test_other_tenant_walk(stack: Any, api: httpx.Client, api_b: httpx.Client,
                      ("POST", "/v1/jobs/{job_id}/retry"),
                      ("GET", "/v1/memories/{memory_id}/history")}:
             assert response.status_code == 404, (route, text)
-        body = response.json()
+        is_json = response.headers.get("content-type", "").startswith("application/json")
+        body = response.json() if is_json else None
+        if route == ("GET", "/v1/users"):
+            assert response.status_code == 200 and body["items"] == []
         if route == ("GET", "/v1/memories"):
-            # Walked before B saves anything for this user id (the walk is sorted).
+            # Walked before B saves anything for this user id (reads go first).
             assert response.status_code == 200 and body["items"] == []
         if route == ("GET", "/v1/jobs"):
             assert response.status_code == 200

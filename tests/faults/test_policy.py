@@ -28,11 +28,11 @@ from shared.settings import Settings
 def test_visibility_timeout_is_minutes_and_limits_stay_below_it(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path)
     assert 60 <= settings.broker_visibility_timeout_s <= 3600
-    assert settings.task_time_limit_s < settings.broker_visibility_timeout_s
+    assert settings.job_time_limit_s < settings.broker_visibility_timeout_s
     assert settings.task_retry_backoff_max_s < settings.broker_visibility_timeout_s
-    with pytest.raises(ValidationError, match="task_time_limit_s"):
-        Settings(data_dir=tmp_path, broker_visibility_timeout_s=120, task_time_limit_s=120,
-                 task_soft_time_limit_s=100)
+    with pytest.raises(ValidationError, match="job_time_limit_s"):
+        Settings(data_dir=tmp_path, broker_visibility_timeout_s=120, job_time_limit_s=120,
+                 job_soft_time_limit_s=100)
 
 
 def test_only_unreachable_dependencies_get_the_long_retry_budget() -> None:

@@ -385,7 +385,8 @@ def test_gateway_healthcheck_hits_readyz(services: dict[str, dict[str, Any]]) ->
     argv = _healthcheck_argv(gateway)
     assert argv, "the gateway has no healthcheck"
     assert any("/readyz" in token for token in argv), f"gateway healthcheck: {argv}"
-    assert any(p.startswith("8420") for p in map(str, gateway.get("ports", []))), "port 8420"
+    ports = [_interpolate_defaults(str(p)) for p in gateway.get("ports", [])]
+    assert any(p.endswith(":8420") for p in ports), f"port 8420: {ports}"
 
 
 def test_worker_can_scale(services: dict[str, dict[str, Any]]) -> None:
@@ -455,3 +456,53 @@ def test_dockerignore_keeps_the_context_small() -> None:
         assert required in patterns, f".dockerignore does not exclude {required}"
     for needed in ("pyproject.toml", "api", "workers", "shared", "README.md"):
         assert needed not in patterns, f".dockerignore excludes {needed}, which the build needs"
+
+
+# ---- exposure --------------------------------------------------------------------------
+
+
+def _published(service: dict[str, Any]) -> list[str]:
+    """Each published port as compose resolves it with no variable set (short syntax)."""
+    return [_interpolate_defaults(str(p)) for p in service.get("ports") or []]
+
+
+def test_stores_publish_no_port(services: dict[str, dict[str, Any]]) -> None:
+    """Redis and Qdrant stay on the compose network: nothing on the host reaches them."""
+    for name in ("redis", "qdrant"):
+        assert not services[name].get("ports"), f"{name} publishes {services[name]['ports']}"
+        assert services[name].get("network_mode") != "host", f"{name} uses the host network"
+
+
+def test_published_ports_are_loopback_unless_configured(
+    services: dict[str, dict[str, Any]]
+) -> None:
+    """Every published port names its host address, 127.0.0.1 unless a variable says
+    otherwise (the gateway, Flower): never all interfaces by default."""
+    seen = set()
+    for name, service in services.items():
+        for port in _published(service):
+            host, _, rest = port.partition(":")
+            assert host == "127.0.0.1" and rest, f"{name} publishes {port!r} beyond loopback"
+            seen.add(name)
+        for port in service.get("ports") or []:
+            if "${" in str(port):
+                assert re.match(r"^\$\{[A-Z_]+:-127\.0\.0\.1\}:", str(port)), port
+    assert {"gateway", "flower"} <= seen
+
+
+def test_metrics_need_a_token_and_prometheus_sends_it(
+    services: dict[str, dict[str, Any]]
+) -> None:
+    env = _environment(services["gateway"])
+    assert "MEMORYD_METRICS_TOKEN" in env
+    assert _interpolate_defaults(env.get("MEMORYD_METRICS_OPEN") or "false") == "false"
+    assert "MEMORYD_OPERATOR_KEYS" in env and "MEMORYD_REINDEX_EMBEDDERS" in env
+    config = yaml.safe_load((ROOT / "ops" / "prometheus.yml").read_text(encoding="utf-8"))
+    job = next(j for j in config["scrape_configs"] if j["job_name"] == "memoryd")
+    auth = job["authorization"]
+    assert auth["type"] == "Bearer" and "credentials" not in auth
+    prometheus = services["prometheus"]
+    script = " ".join(_argv(prometheus.get("command")))
+    assert auth["credentials_file"] in script and "MEMORYD_METRICS_TOKEN" in script
+    assert "MEMORYD_METRICS_TOKEN" in _environment(prometheus)
+    assert "--config.file=/etc/prometheus/prometheus.yml" in script

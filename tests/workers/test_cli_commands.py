@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import Result
@@ -112,7 +113,7 @@ def test_key_from_the_data_dir(base_url: str, user: str, tmp_path: Path) -> None
     assert empty.exit_code == 1 and "give --key or set MEMORYD_API_KEY" in empty.output
 
 
-def test_status_history_reindex(run: Invoke, user: str) -> None:
+def test_status_history_reindex(run: Invoke, user: str, stack: Any) -> None:
     status = ok(run("status"))
     assert "ready" in status and "redis: ok" in status and "API key: accepted" in status
     assert "memory" in status and "llm" in status and "failed jobs:" in status
@@ -125,9 +126,15 @@ def test_status_history_reindex(run: Invoke, user: str) -> None:
     assert unknown.exit_code == 1 and "not_found" in unknown.output
     # A real re-embedding would switch the shared session stack's model under the other
     # tests: the success path runs on its own stack in tests/api/test_reindex.py.
-    reindex = run("reindex", "--embedder", "no-such-model")
+    operator_key = stack.settings.operator_key_file.read_text().strip()
+    reindex = run("reindex", "--embedder", "no-such-model",
+                  env={"MEMORYD_OPERATOR_KEY": operator_key})
     assert reindex.exit_code == 1 and "Traceback" not in reindex.output
-    assert "embedder" in reindex.output
+    assert "embedder_not_allowed" in reindex.output and "(field embedder)" in reindex.output
+    # Store-wide: a tenant's key is refused, and a missing operator key is named.
+    tenant = run("reindex", "--embedder", "e5-small", "--key", KEY_A)
+    assert tenant.exit_code == 1 and "forbidden" in tenant.output
+    assert "operator key" in tenant.output
 
 
 def test_bench_runs_the_benchmark_script() -> None:

@@ -47,3 +47,28 @@ def test_create_list_revoke(redis_server: str, monkeypatch: pytest.MonkeyPatch) 
     assert bad.exit_code == 1 and "scopes" in bad.output
     missing = runner.invoke(app, ["keys", "revoke", "key_nope"])
     assert missing.exit_code == 1 and "not_found" in missing.output
+
+
+def test_create_operator_key(redis_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--operator`: a key holding only the scope `operator`, under no tenant; a tenant key
+    can never be given that scope."""
+    import redis
+
+    url = redis_db_url(redis_server, 11)
+    monkeypatch.setenv("MEMORYD_REDIS_URL", url)
+    runner = CliRunner()
+    created = runner.invoke(app, ["keys", "create", "--operator", "--name", "on call"])
+    assert created.exit_code == 0, created.output
+    key = created.output.splitlines()[0].strip()
+    assert "tenant (operator), scopes operator" in created.output
+    principal = ApiKeyStore(redis.Redis.from_url(url)).lookup(key_digest(key))
+    assert principal is not None and {s.value for s in principal.scopes} == {"operator"}
+    listed = runner.invoke(app, ["keys", "list"])
+    row = next(r for r in listed.output.splitlines() if "on call" in r)
+    assert "(operator)" in row and " operator " in row and key not in listed.output
+
+    as_scope = runner.invoke(app, ["keys", "create", "--tenant", "acme", "--scopes",
+                                   "read,operator"])
+    assert as_scope.exit_code == 1 and "operator" in as_scope.output
+    neither = runner.invoke(app, ["keys", "create"])
+    assert neither.exit_code == 2

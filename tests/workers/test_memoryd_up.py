@@ -10,9 +10,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 from up_process import start_up, wait_ready
 
 from shared.redis_runtime import free_port, redis_reachable
+from workers.cli import app as cli_app
 
 
 def start(data_dir: Path, port: int, redis_port: int) -> subprocess.Popen[str]:
@@ -81,7 +83,9 @@ def test_up_stop_and_restart_keeps_memories(
     assert base in output and key in output and str(tmp_path) in output
     redis_url = next(line.split("redis: ", 1)[1] for line in output.splitlines()
                      if line.startswith("redis: "))
-    assert not redis_reachable(redis_url)
+    password = (tmp_path / "redis" / "password").read_text().strip()
+    assert "***" in redis_url and password not in output
+    assert not redis_reachable(redis_url.replace("***", password))
     assert not children_in(tmp_path), "a child process outlived memoryd"
 
     again = start(tmp_path, port, redis_port)
@@ -91,6 +95,45 @@ def test_up_stop_and_restart_keeps_memories(
                        json={"user_id": "ana", "query": "what tea does Ana like?"}).json()
     assert found["results"][0]["memory"]["id"] == saved.json()["memory"]["id"]
     interrupt(again)
+
+
+def test_up_keeps_its_secrets_private(tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    """A data directory created 0700 (parents it creates too), keys and the Redis password
+    0600, the Redis password masked in the banner and absent from all output; the operator
+    key named, not printed; `memoryd keys create --operator` reaches the password-protected
+    Redis and its key (not the tenant's) reaches the store-wide routes."""
+    data_dir = tmp_path / "home" / "memoryd"
+    redis_port = free_port()
+    proc, base = running_up(data_dir, procs, redis_port=redis_port)
+    for directory in (data_dir.parent, data_dir, data_dir / "redis"):
+        assert directory.stat().st_mode & 0o777 == 0o700, directory
+    for secret in ("api-key", "operator-key", "redis/password"):
+        assert (data_dir / secret).stat().st_mode & 0o777 == 0o600, secret
+    password = (data_dir / "redis" / "password").read_text().strip()
+    assert not redis_reachable(f"redis://127.0.0.1:{redis_port}/0")
+    tenant_key = (data_dir / "api-key").read_text().strip()
+    operator_file_key = (data_dir / "operator-key").read_text().strip()
+
+    env = {"MEMORYD_DATA_DIR": str(data_dir),
+           "MEMORYD_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0"}
+    made = CliRunner().invoke(cli_app, ["keys", "create", "--operator", "--name", "ops"], env=env)
+    assert made.exit_code == 0, made.output
+    operator_key = made.output.splitlines()[0].strip()
+    assert operator_key.startswith("mk_") and "(operator)" in made.output
+    both = CliRunner().invoke(cli_app, ["keys", "create", "--operator", "--tenant", "a"], env=env)
+    assert both.exit_code == 2
+
+    for key in (operator_key, operator_file_key):
+        index = httpx.get(f"{base}/v1/admin/index", headers={"Authorization": f"Bearer {key}"})
+        assert index.status_code == 200, index.text
+    refused = httpx.get(f"{base}/v1/admin/index",
+                        headers={"Authorization": f"Bearer {tenant_key}"})
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "forbidden"
+
+    output = interrupt(proc)
+    assert f"redis: redis://:***@127.0.0.1:{redis_port}/0" in output
+    assert password not in output
+    assert str(data_dir / "operator-key") in output and operator_file_key not in output
 
 
 def test_sigterm_stops_the_stack_as_ctrl_c_does(

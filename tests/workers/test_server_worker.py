@@ -1,4 +1,4 @@
-"""Server mode: `memoryd worker` starts a prefork Celery worker that consumes both queues."""
+"""Server mode: `memoryd worker` starts a prefork Celery worker that consumes every queue."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def test_worker_process_starts_and_answers_ping(redis_server: str) -> None:
         assert replies, proc.stdout.read() if exited and proc.stdout else "no reply"
         queues = app.control.inspect(timeout=2.0).active_queues() or {}
         names = {q["name"] for worker in queues.values() for q in worker}
-        assert names == {"memory", "llm"}
+        assert names == {"memory", "llm", "bulk"}
         registered = app.control.inspect(timeout=2.0).registered() or {}
         tasks = {t for worker in registered.values() for t in worker}
         assert {"memory.ingest", "memory.save", "memory.forget"} <= tasks

@@ -1,0 +1,73 @@
+"""Real chat text is accepted: invisible characters are dropped from content, while
+identifiers keep refusing them."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from helpers import save, wait_job
+
+from shared.schemas import normalize_text
+
+DIRTY = "\u200bMy\x02 dentist is Dr\x7f Okafor\ufeff,\tsince 2019\r\n\u2060"
+CLEAN = "My dentist is Dr Okafor,\tsince 2019\r\n"
+
+
+def contents(api: httpx.Client, user: str) -> list[str]:
+    items = api.get("/v1/memories", params={"user_id": user}).json()["items"]
+    return [m["content"] for m in items]
+
+
+def test_normalize_text_drops_only_invisible_characters() -> None:
+    kept = "tab\there\nline\rcr 猫 é 👍"
+    assert normalize_text(kept) == kept
+    assert normalize_text("".join(map(chr, range(32))) + "\x7f") == "\t\n\r"
+    assert normalize_text("a\u200bb\u200cc\u200dd\u2060e\ufeff") == "abcde"
+
+
+def test_one_control_character_in_64_messages_is_accepted(api: httpx.Client, user: str) -> None:
+    messages = [{"role": "assistant", "content": f"Noted, point {i}."} for i in range(63)]
+    messages.insert(40, {"role": "user", "content": DIRTY})
+    response = api.post("/v1/interactions", json={
+        "user_id": user, "extract": "raw", "messages": messages})
+    assert response.status_code == 202, response.text
+    assert wait_job(api, response.json()["job_id"])["status"] == "succeeded"
+    assert [c.strip() for c in contents(api, user)] == [CLEAN.strip()]
+
+
+def test_save_edit_and_import_store_normalised_content(api: httpx.Client, user: str) -> None:
+    saved = save(api, user, DIRTY)
+    assert saved.status_code == 201, saved.text
+    memory = saved.json()["memory"]
+    assert memory["content"].strip() == CLEAN.strip()
+    edited = api.patch(f"/v1/memories/{memory['id']}", params={"user_id": user, "wait": 20},
+                       json={"content": "Prefers\x01 window\u200d seats"})
+    assert edited.status_code == 200, edited.text
+    imported = api.post("/v1/import", params={"user_id": user},
+                        json=[{"content": "Runs\x1b[0m marathons\u200b"}])
+    assert imported.status_code == 202, imported.text
+    assert wait_job(api, imported.json()["job_id"])["status"] == "succeeded"
+    assert sorted(contents(api, user)) == ["Prefers window seats", "Runs[0m marathons"]
+
+
+@pytest.mark.parametrize("content", ["\x02\u200b", "\ufeff \x03"])
+def test_content_that_is_only_invisible_is_refused(
+    api: httpx.Client, user: str, content: str
+) -> None:
+    refused = api.post("/v1/memories", json={"user_id": user, "content": content})
+    assert refused.status_code == 422
+    assert refused.json()["error"]["field"] == "content"
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("user_id", "alice\x02"), ("thread_id", "t\x00 1"), ("key", "slot\x1b"),
+])
+def test_identifiers_still_refuse_control_characters(
+    api: httpx.Client, user: str, field: str, value: str
+) -> None:
+    body = {"user_id": user, "content": "Has a cat", field: value}
+    refused = api.post("/v1/memories", json=body)
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "invalid_input" and error["field"] == field
+    assert "control characters" in error["message"]

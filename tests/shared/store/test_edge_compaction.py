@@ -1,0 +1,95 @@
+"""Compacting the embedded shard: deleted points and erased audit text leave every file, the
+live points stay whole, and a compaction a crash cut short is finished or undone on open."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from shared.models import AuditEvent, MemoryRecord, Owner
+from shared.store import DENSE, PointData, VectorQuery
+from shared.store.edge import EdgeStore
+
+DIM = 8
+ALICE = Owner(tenant_id="t1", user_id="alice")
+BOB = Owner(tenant_id="t1", user_id="bob")
+
+
+def vec(seed: int) -> list[float]:
+    v = np.random.default_rng(seed).normal(size=DIM)
+    return (v / np.linalg.norm(v)).tolist()
+
+
+def point(owner: Owner, content: str, seed: int) -> PointData:
+    at = datetime(2024, 1, 1, tzinfo=UTC)
+    record = MemoryRecord(
+        id=str(uuid.uuid4()), tenant_id=owner.tenant_id, user_id=owner.user_id, content=content,
+        content_hash=content, occurred_at=at, created_at=at, updated_at=at,
+        embedding_model="test-model",
+    )
+    return PointData(record.id, record.to_payload(), vec(seed), ([1, 2], [1.0, 1.0]))
+
+
+def files_with(root: Path, needle: str) -> list[str]:
+    found = []
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = Path(folder) / name
+            if needle.encode() in path.read_bytes():
+                found.append(str(path.relative_to(root)))
+    return found
+
+
+def filled(root: Path) -> tuple[EdgeStore, list[str]]:
+    store = EdgeStore(root, "memories")
+    store.ensure_schema("test-model", DIM)
+    gone = [point(ALICE, f"qxgone secret number {i}", i) for i in range(6)]
+    kept = [point(BOB, f"qxkept fact number {i}", 10 + i) for i in range(4)]
+    store.upsert(ALICE, gone)
+    store.upsert(BOB, kept)
+    store.append_audit([AuditEvent(memory_id=p.id, tenant_id="t1", user_id="alice",
+                                   event="ADD", after=str(p.payload["content"]))
+                        for p in gone])
+    store.delete(ALICE, [p.id for p in gone])
+    store.erase_audit_content(ALICE, [p.id for p in gone])
+    store.flush()
+    return store, [p.id for p in kept]
+
+
+def test_compaction_leaves_no_deleted_byte_and_keeps_the_live_points(tmp_path: Path) -> None:
+    store, kept = filled(tmp_path)
+    try:
+        assert files_with(tmp_path, "qxgone")  # the WAL and segments still hold them
+        report = store.compact()
+        assert report["points"] == {"memories": 4, "memories_audit": 6 + 1}  # + the meta record
+        assert files_with(tmp_path, "qxgone") == []
+        assert files_with(tmp_path, "qxkept")
+        assert sorted(p.id for p in store.get(BOB, kept)) == sorted(kept)
+        [hits] = store.search_many(BOB, [], [VectorQuery(DENSE, vec(10))], 1)
+        assert hits[0].payload["content"] == "qxkept fact number 0"
+        # The compacted shard takes writes and survives a reopen.
+        store.upsert(BOB, [point(BOB, "qxkept later", 20)])
+    finally:
+        store.close()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == [
+        "memories", "memories_audit"]
+
+    # A compaction cut short after its copy was complete: `.ready` replaces the shard and
+    # `.old` goes; one cut short during its copy: the partial copy is dropped.
+    shard = tmp_path / "memories"
+    shutil.copytree(shard, tmp_path / "memories.ready")
+    shutil.move(shard, tmp_path / "memories.old")
+    shutil.copytree(tmp_path / "memories.ready", tmp_path / "memories_audit.compacting")
+    again = EdgeStore(tmp_path, "memories")
+    again.ensure_schema("test-model", DIM)
+    try:
+        assert again.count(BOB) == 5 and again.count(ALICE) == 0
+    finally:
+        again.close()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == [
+        "memories", "memories_audit"]
