@@ -38,9 +38,8 @@ from ops.chaos_embedded import (  # noqa: E402
     redis_restarted,
     stack_killed_and_restarted,
 )
-from ops.chaos_hostile import hostile_tenant  # noqa: E402
-
 from ops.chaos_erasure import forgotten_text_erased  # noqa: E402
+from ops.chaos_hostile import hostile_tenant  # noqa: E402
 from ops.chaos_llm import worker_killed_in_llm_call  # noqa: E402
 from ops.chaos_server import (  # noqa: E402
     concurrent_worker_processes,
