@@ -77,7 +77,7 @@ def measure(max_bytes: int, repeats: int) -> dict[str, dict[str, float]]:
     texts = hostile_corpus(max_bytes)
     texts.update({name: fill(prefix, unit, max_bytes) for name, (prefix, unit)
                   in ORDINARY.items()})
-    keyword_vector("我喜欢吃辣")  # jieba loads its dictionary on the first Chinese text
+    keyword_vector("我喜欢吃辣")  # the segmenter loads its dictionary on the first Chinese text
     out: dict[str, dict[str, float]] = {}
     for shape, text in texts.items():
         times = {name: round(cpu_ms(run, text, repeats), 2) for name, run in PASSES.items()}

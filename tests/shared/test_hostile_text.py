@@ -73,7 +73,7 @@ def _superlinear(run: Callable[[str], object], text: str) -> str | None:
 
 @pytest.fixture(scope="module", autouse=True)
 def _warm() -> None:
-    keyword_vector("我喜欢吃辣")  # jieba loads its dictionary once, on the first Chinese text
+    keyword_vector("我喜欢吃辣")  # the segmenter loads its dictionary on the first Chinese text
 
 
 @pytest.mark.parametrize("name", sorted(PASSES))
