@@ -93,21 +93,50 @@ def _sentences(text: str) -> Iterator[str]:
             yield sentence
 
 
-def _clean(text: str) -> str:
-    """Drop surrounding punctuation and leading fillers ("ok, so", "嗯，对了") until stable."""
+def _strip_end(text: str) -> str:
+    """`text` without its trailing run of `p.TRAILING` characters (str methods, no scan)."""
+    while True:
+        stripped = text.rstrip().rstrip(p.TRAILING_MARKS)
+        if len(stripped) == len(text):
+            return text
+        text = stripped
+
+
+def _strip_start(text: str) -> str:
+    """`text` without its leading run of `p.LEADING` characters."""
+    while True:
+        stripped = text.lstrip().lstrip(p.LEADING_MARKS)
+        if len(stripped) == len(text):
+            return text
+        text = stripped
+
+
+def _cleaned(text: str) -> tuple[str, bool]:
+    """`_clean(text)`, and whether it is stable (cleaning it again changes nothing)."""
+    # Only the start changes after the first round: what is left is a suffix of a text that
+    # already lost its trailing punctuation, so the trailing strip is done once.
+    text = _strip_end(text)
     for _ in range(4):
-        cleaned = p.LEADING.sub("", p.TRAILING.sub("", text))
-        cleaned = p.FILLERS.sub("", cleaned)
-        if cleaned == text:
-            break
+        cleaned = _strip_start(text)
+        filler = p.FILLERS.match(cleaned)
+        if filler is not None:
+            cleaned = cleaned[filler.end() :]
+        if len(cleaned) == len(text):
+            return text, True
         text = cleaned
-    return text
+    return text, False
+
+
+def _clean(text: str) -> str:
+    """Drop surrounding punctuation and leading fillers ("ok, so", "嗯，对了") until stable
+    (at most four rounds)."""
+    return _cleaned(text)[0]
 
 
 def _from_sentence(sentence: str) -> list[RuleCandidate]:
-    tail = p.TRAILING.search(sentence)
-    asked = tail is not None and ("?" in tail.group() or "？" in tail.group())
-    body = _clean(sentence)
+    tail = sentence[len(_strip_end(sentence)) :]
+    asked = "?" in tail or "？" in tail
+    body, stable = _cleaned(sentence)
     if not body or p.FORGET.search(body):
         return []
     # "Could you always answer in English?" is a request despite its question mark.
@@ -122,9 +151,12 @@ def _from_sentence(sentence: str) -> list[RuleCandidate]:
     if whole is not None:
         return [whole]
     # Nothing at the start: look at each clause ("thanks, my name is Ana").
+    parts = p.CLAUSE_SPLIT.split(body)
+    if stable and len(parts) == 1:
+        return []  # the one clause is the body, already matched
     found = []
     read = {body}  # a clause equal to the body, or to an earlier clause, gives nothing new
-    for part in p.CLAUSE_SPLIT.split(body):
+    for part in parts:
         clause = _clean(part)
         if clause in read:
             continue
@@ -203,7 +235,7 @@ def _build(rule: p.Rule, found: re.Match[str], body: str) -> RuleCandidate | Non
 
 
 def _candidate(content: str, category: p.Category, importance: int) -> RuleCandidate | None:
-    content = _WS.sub(" ", p.LEADING.sub("", p.TRAILING.sub("", content))).strip()
+    content = _WS.sub(" ", _strip_start(_strip_end(content))).strip()
     if not MIN_CHARS <= len(content) <= MAX_CHARS:
         return None
     if not _CJK.search(content) and len(content.split()) < 2:

@@ -54,8 +54,12 @@ FILLERS = re.compile(
     r"|所以|话说|你知道吗|告诉你)[\s,，:：;；!！.。~～、]*)+",
     _I,
 )
-TRAILING = re.compile(r"[\s.,!?;:。！？；：，、…~～\-—_*\"'“”‘’)）]+$")
-LEADING = re.compile(r"^[\s.,!?;:。！？；：，、…~～\-—_*\"'“”‘’(（]+")
+# Punctuation stripped from either end of a sentence or memory, with whitespace: TRAILING
+# and LEADING as patterns, *_MARKS as the characters `str.rstrip`/`str.lstrip` take.
+TRAILING_MARKS = ".,!?;:。！？；：，、…~～-—_*\"'“”‘’)）"
+LEADING_MARKS = ".,!?;:。！？；：，、…~～-—_*\"'“”‘’(（"
+TRAILING = re.compile(rf"[\s{re.escape(TRAILING_MARKS)}]+$")
+LEADING = re.compile(rf"^[\s{re.escape(LEADING_MARKS)}]+")
 # Sentence ends (kept on the left part) and hard breaks; "." only before space or the end,
 # so "3.5", "e.g" in words and URLs stay whole.
 SENTENCE_SPLIT = re.compile(r"(?<=[。！？；;!?])|(?<=\.)(?=\s|$)|[\r\n]+")
