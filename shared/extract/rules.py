@@ -169,7 +169,7 @@ def _from_sentence(sentence: str) -> list[RuleCandidate]:
 
 
 def _doubtful(text: str) -> bool:
-    return bool(p.QUESTION.search(text) or p.HYPOTHETICAL.search(text))
+    return p.DOUBTFUL.search(text) is not None
 
 
 # --- matching ----------------------------------------------------------------------------

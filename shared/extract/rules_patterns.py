@@ -99,6 +99,8 @@ HYPOTHETICAL = _c(
     r"|\bif (?:i|i'm|i'd|i've|my)\b|\bi wish\b|\bwere i\b|\bi (?:would|could) have\b"
     r"|^(?:如果|假如|假设|要是|万一|倘若|假使|想象一下|设想|假定)|如果我|假如我|要是我|假设我|万一我|我希望我"
 )
+# QUESTION or HYPOTHETICAL anywhere, in one scan (`rules._doubtful`).
+DOUBTFUL = _c(f"(?:{QUESTION.pattern})|(?:{HYPOTHETICAL.pattern})")
 # A remembered clause that is itself a question or indirect question: "remember what I said".
 WH_CLAUSE = _c(r"^(?:what|where|when|which|who|how|why|if|whether)\b|什么|怎么|哪|谁")
 
