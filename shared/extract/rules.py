@@ -88,7 +88,7 @@ def extract_rules(
 
 def _sentences(text: str) -> Iterator[str]:
     for piece in p.SENTENCE_SPLIT.split(text.translate(_APOSTROPHES)):
-        sentence = _WS.sub(" ", piece).strip()
+        sentence = " ".join(piece.split())  # whitespace runs as one space, ends stripped
         if sentence and len(sentence) <= MAX_SENTENCE_CHARS:
             yield sentence
 
@@ -137,10 +137,17 @@ def _from_sentence(sentence: str) -> list[RuleCandidate]:
     tail = sentence[len(_strip_end(sentence)) :]
     asked = "?" in tail or "？" in tail
     body, stable = _cleaned(sentence)
-    if not body or p.FORGET.search(body):
+    if not body:
+        return []
+    request = p.REQUEST_PREFIX.match(body)
+    parts = p.CLAUSE_SPLIT.split(body)
+    if request is None and stable and len(parts) == 1 and not p.ANY_MATCH.match(body):
+        # Most sentences: one clause, no request wrapper, and no rule applies at its start.
+        # Every check below would end in no candidate, so they are not run.
+        return []
+    if p.FORGET.search(body):
         return []
     # "Could you always answer in English?" is a request despite its question mark.
-    request = p.REQUEST_PREFIX.match(body)
     if request:
         wrapped = _match(_clean(body[request.end() :]), requests_only=True)
         if wrapped is not None:
@@ -151,7 +158,6 @@ def _from_sentence(sentence: str) -> list[RuleCandidate]:
     if whole is not None:
         return [whole]
     # Nothing at the start: look at each clause ("thanks, my name is Ana").
-    parts = p.CLAUSE_SPLIT.split(body)
     if stable and len(parts) == 1:
         return []  # the one clause is the body, already matched
     found = []
@@ -161,7 +167,8 @@ def _from_sentence(sentence: str) -> list[RuleCandidate]:
         if clause in read:
             continue
         read.add(clause)
-        if clause and not _doubtful(clause):
+        # A clause no rule applies to gives nothing, doubtful or not: that is asked first.
+        if clause and p.ANY_MATCH.match(clause) and not _doubtful(clause):
             candidate = _match(clause)
             if candidate is not None:
                 found.append(candidate)
