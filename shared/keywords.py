@@ -19,7 +19,6 @@ from functools import lru_cache
 
 import snowballstemmer
 
-_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _WORD = re.compile(r"[0-9a-z]+(?:['’][a-z]+)?|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
 STOPWORDS = frozenset(
@@ -46,8 +45,20 @@ def _segmenter() -> Callable[[str, bool], list[str]]:
     return rjieba.cut
 
 
-def _cut(text: str) -> list[str]:
-    return [t for t in _segmenter()(text, True) if t.strip()]
+def _cut(text: str) -> tuple[str, ...]:
+    if len(text) <= _CACHED_RUN_CHARS:
+        return _cut_short(text)
+    return tuple(t for t in _segmenter()(text, True) if t.strip())
+
+
+# Short runs ("我", "喜欢", a name between punctuation) recur across texts and within one:
+# looked up instead of cut again. Bounded in entries and in length, so in memory too.
+_CACHED_RUN_CHARS = 16
+
+
+@lru_cache(maxsize=65536)
+def _cut_short(text: str) -> tuple[str, ...]:
+    return tuple(t for t in _segmenter()(text, True) if t.strip())
 
 
 # A snowball stemmer keeps the word it works on in the object: one shared by threads (the
@@ -72,7 +83,7 @@ def tokenize(text: str) -> list[str]:
     tokens: list[str] = []
     for match in _WORD.finditer(folded):
         piece = match.group(0)
-        if _CJK_RUN.fullmatch(piece):
+        if not piece[0].isascii():  # _WORD's Latin words open with [0-9a-z], its runs with CJK
             tokens.extend(t for t in _cut(piece) if t not in STOPWORDS)
         else:
             word = piece.replace("’", "'")
