@@ -39,6 +39,7 @@ from ops.chaos_embedded import (  # noqa: E402
     stack_killed_and_restarted,
 )
 from ops.chaos_erasure import forgotten_text_erased  # noqa: E402
+from ops.chaos_hostile import hostile_tenant  # noqa: E402
 from ops.chaos_llm import worker_killed_in_llm_call  # noqa: E402
 from ops.chaos_server import (  # noqa: E402
     concurrent_worker_processes,
@@ -68,6 +69,10 @@ def scenarios(quick: bool) -> dict[str, Scenario]:
         "concurrent": lambda w: concurrent_workers(w, size(1000, 80), threads=8),
         "concurrent-processes": lambda w: concurrent_worker_processes(
             w, size(1000, 80), processes=8),
+        "hostile-tenant": lambda w: hostile_tenant(
+            w, messages=size(64, 8), shapes=None if not quick else 8,
+            searches=size(400, 160), writes=size(20, 6), rounds=size(4, 2)),
+
         # Forgotten markers gone from every byte on disk; the full run waits for the
         # periodic compaction (bound 5 s) instead of compacting inside the forget.
         "erasure": lambda w: forgotten_text_erased(w, size(200, 6), bound_s=size(5, 0)),

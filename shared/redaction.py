@@ -10,11 +10,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import accumulate
 
 PLACEHOLDERS = ("[EMAIL]", "[PHONE]", "[ID_NUMBER]", "[CARD]", "[API_KEY]", "[TOKEN]",
                 "[PASSWORD]")
 
-_EMAIL = re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}")
+# An address is a local part, `@`, then this domain. The local part is found by scanning back
+# from each `@` (see `_emails`): a pattern starting with the local part would rescan the same
+# run of letters from every position in it, quadratic in its length.
+_EMAIL_DOMAIN = re.compile(r"[A-Za-z0-9\-]++(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}")
+_EMAIL_LOCAL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._%+-")
 
 # Vendor key shapes first (OpenAI, AWS, GitHub, Slack, Google, Anthropic-style), then a key
 # named as such: "api_key=…", "secret: …".
@@ -29,7 +34,7 @@ _API_KEY = re.compile(
 )
 _NAMED_KEY = re.compile(
     r"(?i)((?:api[_\- ]?key|secret[_\- ]?key|access[_\- ]?key|client[_\- ]?secret|密钥)"
-    r"\s*(?:is|是|为|[:：=])?\s*)([^\s,，。;；]{6,})"
+    r"\s*+(?:is|是|为|[:：=])?\s*+)([^\s,，。;；]{6,})"
 )
 _TOKEN = re.compile(
     r"(?:(?<=Bearer )|(?<=bearer ))[A-Za-z0-9._~+/\-]{8,}=*"
@@ -38,11 +43,18 @@ _TOKEN = re.compile(
 )
 _NAMED_TOKEN = re.compile(
     r"(?i)((?:access[_\- ]?token|auth[_\- ]?token|refresh[_\- ]?token|token|令牌)"
-    r"\s*(?:is|是|为|[:：=])\s*)([^\s,，。;；]{6,})"
+    r"\s*+(?:is|是|为|[:：=])\s*+)([^\s,，。;；]{6,})"
 )
+# The value is the run of characters after the keyword, without the sentence punctuation that
+# ends it (`.,;!?` before a space or the end of the text): the shortest prefix of the run
+# after which only such punctuation is left. Written as three alternatives, each scanning the
+# run once, since a lazy value with that lookahead rescans the tail at every character.
 _PASSWORD = re.compile(
-    r"(?i)((?:password|passwd|passcode|pwd|密码|口令)\s*(?:is|是|为|[:：=])?\s*)"
-    r"([^\s，。；！？、]+?)(?=[.,;!?]*(?:\s|$)|[，。；！？、])"
+    r"(?i)((?:password|passwd|passcode|pwd|密码|口令)\s*+(?:is|是|为|[:：=])?\s*+)("
+    r"(?>(?:[.,;!?]*+[^\s，。；！？、.,;!?])+)(?=[.,;!?]*+(?:\s|$))"  # up to its last non-.,;!?
+    r"|(?>[^\s，。；！？、]+)(?=[，。；！？、])"  # all of a run that ends at CJK punctuation
+    r"|[.,;!?](?=[.,;!?]*+(?:\s|$))"  # a run of punctuation alone: its first character
+    r")"
 )
 # Mainland resident ID: region, birth date, sequence, check character.
 _ID_NUMBER = re.compile(
@@ -50,7 +62,9 @@ _ID_NUMBER = re.compile(
     r"\d{3}[0-9Xx](?![0-9A-Za-z])"
 )
 # Any run of digit groups; `_card` looks inside it for a Luhn-valid card.
-_CARD = re.compile(r"(?<![\d\-+])\d+(?:[ \-]\d+)*(?!\d)")  # "+…" is a phone number
+# A run with fewer than 13 digits holds no card: the lookahead skips it (and every later start
+# inside it, which has fewer digits still) without calling `_card`.
+_CARD = re.compile(r"(?<![\d\-+])(?=(?:\d[ \-]?){13})\d+(?:[ \-]\d+)*(?!\d)")  # "+…": a phone
 _PHONE = re.compile(
     r"(?<![\d+])(?:"
     r"\+\d{1,3}[ \-]?(?:\(\d{1,4}\)[ \-]?)?\d{1,4}(?:[ \-]?\d{2,4}){1,4}"  # +44 20 …
@@ -61,35 +75,108 @@ _PHONE = re.compile(
 )
 
 
+_DIGITS = re.compile(r"\d+")
+_CARD_MIN_DIGITS = 13
+_CARD_MAX_DIGITS = 19
+
+
+_LUHN_DOUBLED = {str(d): d * 2 - 9 if d > 4 else d * 2 for d in range(10)}
+
+
 def luhn_ok(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = int(ch)
-        if i % 2 == 1:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
+    total = sum(map(int, digits[::-2])) + sum(_LUHN_DOUBLED[ch] for ch in digits[-2::-2])
     return total % 10 == 0
 
 
 def _card(match: re.Match[str]) -> str:
     """The longest Luhn-valid run of digit groups: a match can start in a neighbouring number
-    ("order 000000000000 4111 1111 1111 1111")."""
+    ("order 000000000000 4111 1111 1111 1111").
+
+    A card has at most 19 digits, and a window of several groups only holds groups of 3+
+    digits: at most 6 windows start at each group, so the work is linear in the run's length.
+    """
     text = match.group(0)
-    groups = [(g.start(), g.end(), g.group(0)) for g in re.finditer(r"\d+", text)]
+    spans = [g.span() for g in _DIGITS.finditer(text)]
+    sizes = [e - s for s, e in spans]
+    offsets = [0, *accumulate(sizes)]  # group k's digits are digits[offsets[k]:offsets[k + 1]]
+    luhn: _LuhnSums | None = None  # built at the first window worth checking
+    # Cards are written in groups of 3+ digits; "1 2 3 …" is a list of numbers. A window of
+    # several groups must lie within a stretch of such groups: long_end[i] is where the
+    # stretch holding group i ends.
+    long_end = [len(spans)] * (len(spans) + 1)
+    for k in range(len(spans) - 1, -1, -1):
+        long_end[k] = long_end[k + 1] if sizes[k] >= 3 else k
     out: list[str] = []
     pos = i = 0
-    while i < len(groups):
-        for j in range(len(groups), i, -1):
-            window = groups[i:j]
-            digits = "".join(g[2] for g in window)
-            # Cards are written in groups of 3+ digits; "1 2 3 …" is a list of numbers.
-            grouped = len(window) == 1 or all(len(g[2]) >= 3 for g in window)
-            if grouped and 13 <= len(digits) <= 19 and luhn_ok(digits):
-                out.append(text[pos:groups[i][0]] + "[CARD]")
-                pos, i = groups[j - 1][1], j
+    while i < len(spans):
+        # Ends of the windows starting at group i that hold a card's number of digits.
+        ends: list[int] = []
+        if sizes[i] < 3:  # a group of 1–2 digits is a window on its own, too short for a card
+            i += 1
+            continue
+        for j in range(i + 1, long_end[i] + 1):
+            total = offsets[j] - offsets[i]
+            if total > _CARD_MAX_DIGITS:
+                break
+            if total >= _CARD_MIN_DIGITS:
+                ends.append(j)
+        if ends and luhn is None:
+            luhn = _LuhnSums("".join(text[a:b] for a, b in spans))
+        for j in reversed(ends):  # longest first
+            if luhn is not None and luhn.ok(offsets[i], offsets[j]):
+                out.append(text[pos:spans[i][0]] + "[CARD]")
+                pos, i = spans[j - 1][1], j
                 break
         else:
             i += 1
+    out.append(text[pos:])
+    return "".join(out)
+
+
+class _LuhnSums:
+    """The Luhn check of any slice of one digit string in constant time, from prefix sums.
+
+    A doubled digit d counts 2d - 9 when d > 4, i.e. d + (d - 9·[d > 4]) : the checksum of
+    digits[a:e] is the sum of its digits plus, over the positions doubled (those whose
+    parity differs from the last digit's), the sum of d - 9·[d > 4].
+    """
+
+    def __init__(self, digits: str) -> None:
+        values = list(map(int, digits))
+        extra = [v - 9 if v > 4 else v for v in values]
+        even, odd = extra[:], extra[:]
+        even[1::2] = [0] * len(even[1::2])
+        odd[0::2] = [0] * len(odd[0::2])
+        self._all = [0, *accumulate(values)]
+        self._extra = ([0, *accumulate(even)], [0, *accumulate(odd)])
+
+    def ok(self, start: int, end: int) -> bool:
+        doubled = self._extra[end % 2]  # parity of end - 2, the digit before the last
+        total = self._all[end] - self._all[start] + doubled[end] - doubled[start]
+        return total % 10 == 0
+
+
+def _emails(text: str) -> str:
+    """Every address replaced, as `re.sub` would with the pattern local-part `@` domain.
+
+    A match is leftmost, and its local part is the whole run of local-part characters before
+    the `@` (none of them is `@`), cut at the end of the previous match. Each `@` is looked at
+    once and each character scanned back over at most once.
+    """
+    out: list[str] = []
+    pos = 0  # end of the previous match: the next one starts at or after it
+    at = text.find("@")
+    while at != -1:
+        start = at
+        while start > pos and text[start - 1] in _EMAIL_LOCAL:
+            start -= 1
+        domain = _EMAIL_DOMAIN.match(text, at + 1) if start < at else None
+        if domain is not None:
+            out.append(text[pos:start] + "[EMAIL]")
+            pos = domain.end()
+            at = text.find("@", pos)
+        else:
+            at = text.find("@", at + 1)
     out.append(text[pos:])
     return "".join(out)
 
@@ -118,36 +205,43 @@ def _named(placeholder: str) -> Callable[[re.Match[str]], str]:
 @dataclass(frozen=True)
 class _Rule:
     kind: str
-    pattern: re.Pattern[str]
-    replace: str | Callable[[re.Match[str]], str]
+    apply: Callable[[str], str]  # the text with this kind's placeholders in
+
+
+def _sub(pattern: re.Pattern[str],
+         replace: str | Callable[[re.Match[str]], str]) -> Callable[[str], str]:
+    def apply(text: str) -> str:
+        return pattern.sub(replace, text)
+
+    return apply
 
 
 # Order matters: keys and tokens hold digit runs a phone or card pattern would half-match,
 # and an ID number would pass for a card.
 _RULES = (
-    _Rule("EMAIL", _EMAIL, "[EMAIL]"),
-    _Rule("API_KEY", _API_KEY, "[API_KEY]"),
-    _Rule("API_KEY", _NAMED_KEY, _named("[API_KEY]")),
-    _Rule("TOKEN", _TOKEN, "[TOKEN]"),
-    _Rule("TOKEN", _NAMED_TOKEN, _named("[TOKEN]")),
-    _Rule("PASSWORD", _PASSWORD, _named("[PASSWORD]")),
-    _Rule("ID_NUMBER", _ID_NUMBER, "[ID_NUMBER]"),
-    _Rule("CARD", _CARD, _card),
-    _Rule("PHONE", _PHONE, _phone),
+    _Rule("EMAIL", _emails),
+    _Rule("API_KEY", _sub(_API_KEY, "[API_KEY]")),
+    _Rule("API_KEY", _sub(_NAMED_KEY, _named("[API_KEY]"))),
+    _Rule("TOKEN", _sub(_TOKEN, "[TOKEN]")),
+    _Rule("TOKEN", _sub(_NAMED_TOKEN, _named("[TOKEN]"))),
+    _Rule("PASSWORD", _sub(_PASSWORD, _named("[PASSWORD]"))),
+    _Rule("ID_NUMBER", _sub(_ID_NUMBER, "[ID_NUMBER]")),
+    _Rule("CARD", _sub(_CARD, _card)),
+    _Rule("PHONE", _sub(_PHONE, _phone)),
 )
 
 
 def redact(text: str) -> str:
-    """The text with every secret and identifier replaced by its placeholder."""
+    """The text with every secret and identifier replaced by its placeholder.
+
+    Every rule's work is linear in the length of the text (tests/shared/test_hostile_text.py,
+    `python ops/bench_hostile.py`): a message a client crafted cannot hold a worker.
+    """
     for rule in _RULES:
-        text = rule.pattern.sub(rule.replace, text)
+        text = rule.apply(text)
     return text
 
 
 def found_secrets(text: str) -> list[str]:
     """Kinds of secret still present: what a validated memory must not contain."""
-    return sorted({rule.kind for rule in _RULES if redact_one(rule, text) != text})
-
-
-def redact_one(rule: _Rule, text: str) -> str:
-    return rule.pattern.sub(rule.replace, text)
+    return sorted({rule.kind for rule in _RULES if rule.apply(text) != text})

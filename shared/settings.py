@@ -161,6 +161,11 @@ class Settings(BaseSettings):
     retention_days: float | None = Field(None, gt=0)
     tenant_retention_days: str | None = None
     retention_purge_interval_s: float = Field(3600.0, ge=1)
+    # Text passes (issue 19, hostile text): the share of wall time a process's redaction and
+    # rules may take, sustained, beyond a burst of text_pace_burst_s (1: unpaced).
+    text_pace_share: float = Field(0.25, gt=0, le=1)
+    text_pace_burst_s: float = Field(0.05, ge=0)
+
     # Forget and erasure (shared/forgetting.py, shared/erasure.py): forgotten text is gone
     # from every file under data_dir within this many seconds of the forget (plus the
     # compaction's own run); 0 compacts at the end of every forget. Capped at half the
@@ -230,17 +235,6 @@ class Settings(BaseSettings):
                 if secret is not None and _is_placeholder(secret.get_secret_value()):
                     raise ValueError(f"{name} holds a placeholder secret")
         return self
-
-    @property
-    def task_soft_time_limit_s(self) -> float:
-        """`job_soft_time_limit_s` under the name the task policy had before it held in every
-        worker kind (read-only, for callers not yet renamed)."""
-        return self.job_soft_time_limit_s
-
-    @property
-    def task_time_limit_s(self) -> float:
-        """`job_time_limit_s`, as `task_soft_time_limit_s` above."""
-        return self.job_time_limit_s
 
     @property
     def store_backend(self) -> Literal["edge", "qdrant"]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from functools import partial
 
 from shared.commands import IngestCommand
 from shared.errors import ExtractorUnavailable
@@ -11,6 +12,7 @@ from shared.extract.rules import extract_rules
 from shared.models import ExtractMode, MemoryType, Role, Source
 from shared.redaction import redact
 from shared.schemas import Message
+from shared.text_pace import TextPacer, default_pacer
 
 
 def _when(message: Message, fallback: datetime) -> datetime:
@@ -34,7 +36,7 @@ def raw_candidates(cmd: IngestCommand) -> list[Candidate]:
     ]
 
 
-def rule_candidates(cmd: IngestCommand) -> list[Candidate]:
+def rule_candidates(cmd: IngestCommand, pacer: TextPacer | None = None) -> list[Candidate]:
     """Only the user's own words become facts about the user."""
     user_messages = [m for m in cmd.messages if m.role is Role.USER]
     if not user_messages:
@@ -51,17 +53,21 @@ def rule_candidates(cmd: IngestCommand) -> list[Candidate]:
             thread_id=cmd.thread_id,
             metadata=dict(cmd.metadata or {}),
         )
-        for c in extract_rules([m.content for m in user_messages])
+        for c in extract_rules([m.content for m in user_messages],
+                               pace=None if pacer is None else pacer.run)
     ]
 
 
-def candidates_for(cmd: IngestCommand) -> list[Candidate]:
+def candidates_for(cmd: IngestCommand, pacer: TextPacer | None = None) -> list[Candidate]:
+    """`pacer` (default: the process's) paces the text passes, one message at a time."""
+    pacer = pacer or default_pacer()
     # Secrets and identifiers never reach the store, whatever the mode.
     cmd = cmd.model_copy(update={"messages": [
-        m.model_copy(update={"content": redact(m.content)}) for m in cmd.messages
+        m.model_copy(update={"content": pacer.run(partial(redact, m.content))})
+        for m in cmd.messages
     ]})
     if cmd.extract is ExtractMode.RAW:
         return raw_candidates(cmd)
     if cmd.extract is ExtractMode.RULES:
-        return rule_candidates(cmd)
+        return rule_candidates(cmd, pacer)
     raise ExtractorUnavailable("LLM extraction is not configured", field="extract")

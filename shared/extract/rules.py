@@ -10,8 +10,9 @@ a missed memory costs less than a wrong one, since wrong ones are later recalled
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 from shared.extract import rules_patterns as p
@@ -48,19 +49,37 @@ class RuleCandidate:
     importance: int
 
 
-def extract_rules(texts: Sequence[str]) -> list[RuleCandidate]:
-    """Memory candidates from the user messages of one interaction, deduplicated, in order."""
+def extract_rules(
+    texts: Sequence[str], pace: Callable[[Callable[[], None]], None] | None = None
+) -> list[RuleCandidate]:
+    """Memory candidates from the user messages of one interaction, deduplicated, in order.
+
+    `pace`, when given, runs the reading of each message (`TextPacer.run`).
+    """
     found: list[RuleCandidate] = []
     seen: set[str] = set()
-    for text in texts:
-        if not isinstance(text, str):
-            continue  # defensive: callers pass message contents straight from JSON
+    # A sentence said twice gives the same candidates twice: look at each once, so repeating
+    # one sentence costs a message nothing.
+    read: set[str] = set()
+
+    def read_text(text: str) -> None:
         for sentence in _sentences(text):
+            if sentence in read:
+                continue
+            read.add(sentence)
             for candidate in _from_sentence(sentence):
                 key = candidate.content.casefold()
                 if key not in seen:
                     seen.add(key)
                     found.append(candidate)
+
+    for text in texts:
+        if not isinstance(text, str):
+            continue  # defensive: callers pass message contents straight from JSON
+        if pace is None:
+            read_text(text)
+        else:
+            pace(partial(read_text, text))
     return found
 
 
@@ -69,30 +88,66 @@ def extract_rules(texts: Sequence[str]) -> list[RuleCandidate]:
 
 def _sentences(text: str) -> Iterator[str]:
     for piece in p.SENTENCE_SPLIT.split(text.translate(_APOSTROPHES)):
-        sentence = _WS.sub(" ", piece).strip()
+        sentence = " ".join(piece.split())  # whitespace runs as one space, ends stripped
         if sentence and len(sentence) <= MAX_SENTENCE_CHARS:
             yield sentence
 
 
-def _clean(text: str) -> str:
-    """Drop surrounding punctuation and leading fillers ("ok, so", "嗯，对了") until stable."""
+def _strip_end(text: str) -> str:
+    """`text` without its trailing run of `p.TRAILING` characters (str methods, no scan)."""
+    while True:
+        stripped = text.rstrip().rstrip(p.TRAILING_MARKS)
+        if len(stripped) == len(text):
+            return text
+        text = stripped
+
+
+def _strip_start(text: str) -> str:
+    """`text` without its leading run of `p.LEADING` characters."""
+    while True:
+        stripped = text.lstrip().lstrip(p.LEADING_MARKS)
+        if len(stripped) == len(text):
+            return text
+        text = stripped
+
+
+def _cleaned(text: str) -> tuple[str, bool]:
+    """`_clean(text)`, and whether it is stable (cleaning it again changes nothing)."""
+    # Only the start changes after the first round: what is left is a suffix of a text that
+    # already lost its trailing punctuation, so the trailing strip is done once.
+    text = _strip_end(text)
     for _ in range(4):
-        cleaned = p.LEADING.sub("", p.TRAILING.sub("", text))
-        cleaned = p.FILLERS.sub("", cleaned)
-        if cleaned == text:
-            break
+        cleaned = _strip_start(text)
+        filler = p.FILLERS.match(cleaned)
+        if filler is not None:
+            cleaned = cleaned[filler.end() :]
+        if len(cleaned) == len(text):
+            return text, True
         text = cleaned
-    return text
+    return text, False
+
+
+def _clean(text: str) -> str:
+    """Drop surrounding punctuation and leading fillers ("ok, so", "嗯，对了") until stable
+    (at most four rounds)."""
+    return _cleaned(text)[0]
 
 
 def _from_sentence(sentence: str) -> list[RuleCandidate]:
-    tail = p.TRAILING.search(sentence)
-    asked = tail is not None and ("?" in tail.group() or "？" in tail.group())
-    body = _clean(sentence)
-    if not body or p.FORGET.search(body):
+    tail = sentence[len(_strip_end(sentence)) :]
+    asked = "?" in tail or "？" in tail
+    body, stable = _cleaned(sentence)
+    if not body:
+        return []
+    request = p.REQUEST_PREFIX.match(body)
+    parts = p.CLAUSE_SPLIT.split(body)
+    if request is None and stable and len(parts) == 1 and not p.ANY_MATCH.match(body):
+        # Most sentences: one clause, no request wrapper, and no rule applies at its start.
+        # Every check below would end in no candidate, so they are not run.
+        return []
+    if p.FORGET.search(body):
         return []
     # "Could you always answer in English?" is a request despite its question mark.
-    request = p.REQUEST_PREFIX.match(body)
     if request:
         wrapped = _match(_clean(body[request.end() :]), requests_only=True)
         if wrapped is not None:
@@ -103,10 +158,17 @@ def _from_sentence(sentence: str) -> list[RuleCandidate]:
     if whole is not None:
         return [whole]
     # Nothing at the start: look at each clause ("thanks, my name is Ana").
+    if stable and len(parts) == 1:
+        return []  # the one clause is the body, already matched
     found = []
-    for part in p.CLAUSE_SPLIT.split(body):
+    read = {body}  # a clause equal to the body, or to an earlier clause, gives nothing new
+    for part in parts:
         clause = _clean(part)
-        if clause and clause != body and not _doubtful(clause):
+        if clause in read:
+            continue
+        read.add(clause)
+        # A clause no rule applies to gives nothing, doubtful or not: that is asked first.
+        if clause and p.ANY_MATCH.match(clause) and not _doubtful(clause):
             candidate = _match(clause)
             if candidate is not None:
                 found.append(candidate)
@@ -114,14 +176,14 @@ def _from_sentence(sentence: str) -> list[RuleCandidate]:
 
 
 def _doubtful(text: str) -> bool:
-    return bool(p.QUESTION.search(text) or p.HYPOTHETICAL.search(text))
+    return p.DOUBTFUL.search(text) is not None
 
 
 # --- matching ----------------------------------------------------------------------------
 
 
 def _match(body: str, *, requests_only: bool = False) -> RuleCandidate | None:
-    if not body:
+    if not body or not p.ANY_MATCH.match(body):
         return None
     for pattern in p.EXPLICIT:
         explicit = pattern.match(body)
@@ -180,7 +242,7 @@ def _build(rule: p.Rule, found: re.Match[str], body: str) -> RuleCandidate | Non
 
 
 def _candidate(content: str, category: p.Category, importance: int) -> RuleCandidate | None:
-    content = _WS.sub(" ", p.LEADING.sub("", p.TRAILING.sub("", content))).strip()
+    content = _WS.sub(" ", _strip_start(_strip_end(content))).strip()
     if not MIN_CHARS <= len(content) <= MAX_CHARS:
         return None
     if not _CJK.search(content) and len(content.split()) < 2:

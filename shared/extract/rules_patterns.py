@@ -54,8 +54,12 @@ FILLERS = re.compile(
     r"|所以|话说|你知道吗|告诉你)[\s,，:：;；!！.。~～、]*)+",
     _I,
 )
-TRAILING = re.compile(r"[\s.,!?;:。！？；：，、…~～\-—_*\"'“”‘’)）]+$")
-LEADING = re.compile(r"^[\s.,!?;:。！？；：，、…~～\-—_*\"'“”‘’(（]+")
+# Punctuation stripped from either end of a sentence or memory, with whitespace: TRAILING
+# and LEADING as patterns, *_MARKS as the characters `str.rstrip`/`str.lstrip` take.
+TRAILING_MARKS = ".,!?;:。！？；：，、…~～-—_*\"'“”‘’)）"
+LEADING_MARKS = ".,!?;:。！？；：，、…~～-—_*\"'“”‘’(（"
+TRAILING = re.compile(rf"[\s{re.escape(TRAILING_MARKS)}]+$")
+LEADING = re.compile(rf"^[\s{re.escape(LEADING_MARKS)}]+")
 # Sentence ends (kept on the left part) and hard breaks; "." only before space or the end,
 # so "3.5", "e.g" in words and URLs stay whole.
 SENTENCE_SPLIT = re.compile(r"(?<=[。！？；;!?])|(?<=\.)(?=\s|$)|[\r\n]+")
@@ -95,6 +99,8 @@ HYPOTHETICAL = _c(
     r"|\bif (?:i|i'm|i'd|i've|my)\b|\bi wish\b|\bwere i\b|\bi (?:would|could) have\b"
     r"|^(?:如果|假如|假设|要是|万一|倘若|假使|想象一下|设想|假定)|如果我|假如我|要是我|假设我|万一我|我希望我"
 )
+# QUESTION or HYPOTHETICAL anywhere, in one scan (`rules._doubtful`).
+DOUBTFUL = _c(f"(?:{QUESTION.pattern})|(?:{HYPOTHETICAL.pattern})")
 # A remembered clause that is itself a question or indirect question: "remember what I said".
 WH_CLAUSE = _c(r"^(?:what|where|when|which|who|how|why|if|whether)\b|什么|怎么|哪|谁")
 
@@ -334,6 +340,18 @@ RULES: tuple[Rule, ...] = (
         "statement",
     ),
 )
+
+
+def _any_of(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str]:
+    """One pattern that matches where any of `patterns` does (all case-insensitive, all
+    anchored at the start): a single scan tells that none applies, which is the common
+    answer, instead of one call a pattern."""
+    bodies = [re.sub(r"\(\?P<\w+>", "(?:", pattern.pattern) for pattern in patterns]
+    return _c("|".join(f"(?:{body})" for body in bodies))
+
+
+# Where neither an explicit request nor any rule can match, `rules._match` stops here.
+ANY_MATCH = _any_of((*EXPLICIT, *(rule.pattern for rule in RULES)))
 
 IMPORTANCE: dict[Category, int] = {"preference": 6, "fact": 6, "plan": 5, "instruction": 7}
 EXPLICIT_IMPORTANCE = 8
