@@ -40,9 +40,14 @@ from shared.models import (
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 
-def _not_blank(value: str) -> str:
+def _says_something(value: str) -> str:
     if not value.strip():
         raise ValueError("must not be empty or whitespace only")
+    return value
+
+
+def _not_blank(value: str) -> str:
+    _says_something(value)
     if _CONTROL.search(value):
         raise ValueError("must not contain control characters")
     return value
@@ -57,9 +62,10 @@ def _identifier(value: str) -> str:
 
 # C0 controls other than tab, newline and carriage return, DEL, and the zero-width
 # characters (U+200B-U+200D, U+2060, U+FEFF): invisible, and real transcripts carry them.
-_INVISIBLE = dict.fromkeys(
-    [*(c for c in range(32) if chr(c) not in "\t\n\r"), 0x7F,
-     0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF])
+# One regex scan, replacing only where one occurs: `str.translate` with a table looks up
+# every character (0.5-0.8 ms for 8 KB of non-ASCII text, 30-55 ms for a full interaction
+# of 64 such messages), holding the interpreter lock in the gateway and again in the worker.
+_INVISIBLE = re.compile("[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f\u200b-\u200d\u2060\ufeff]")
 
 
 def normalize_text(value: Any) -> Any:
@@ -68,12 +74,15 @@ def normalize_text(value: Any) -> Any:
     Chat text is accepted as it comes (one stray control character must not refuse a
     whole interaction); identifiers are not normalised, they refuse such characters.
     """
-    return value.translate(_INVISIBLE) if isinstance(value, str) else value
+    if isinstance(value, str) and _INVISIBLE.search(value):
+        return _INVISIBLE.sub("", value)
+    return value
 
 
 Text = Annotated[str, AfterValidator(_not_blank)]
-# Message and memory content: normalised first, then it must still say something.
-Content = Annotated[str, BeforeValidator(normalize_text), AfterValidator(_not_blank)]
+# Message and memory content: normalised first (which leaves no control character to
+# refuse), then it must still say something.
+Content = Annotated[str, BeforeValidator(normalize_text), AfterValidator(_says_something)]
 # RFC 3339 date-times only (a missing zone means UTC): pydantic alone would also take
 # numbers (Unix seconds) and bare dates, which the OpenAPI description does not allow.
 ISO_DATETIME = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?"
