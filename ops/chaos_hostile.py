@@ -25,10 +25,9 @@ import httpx
 import numpy as np
 
 from ops.chaos_common import Row, ScenarioFailed, list_contents, tally, wait_jobs, wait_until
-from ops.chaos_embedded import FACTS, running
+from ops.chaos_embedded import repeated_facts, running
 from ops.chaos_procs import UpStack
 from ops.hostile_corpus import hostile_corpus
-from shared.extract.rules import extract_rules
 from shared.settings import Settings
 
 TENANT_A = "hostile"
@@ -71,17 +70,6 @@ def hostile_bodies(user: str, messages: int, shapes: int | None) -> list[dict[st
             n -= 1
         bodies.append(body)
     return bodies
-
-
-def neighbour_bodies(user: str, n: int) -> tuple[list[dict[str, Any]], set[str]]:
-    """`n` interactions of two facts each, and the memories the rules extractor makes."""
-    bodies, expected = [], set()
-    for i in range(n):
-        pair = [FACTS[i % len(FACTS)], FACTS[(i * 7 + 3) % len(FACTS)]]
-        expected |= {c.content for c in extract_rules(pair)}
-        bodies.append({"user_id": user, "extract": "rules",
-                       "messages": [{"role": "user", "content": t} for t in pair]})
-    return bodies, expected
 
 
 def _post(api: httpx.Client, body: dict[str, Any] | bytes) -> str:
@@ -166,8 +154,8 @@ def hostile_tenant(work: Path, messages: int = 64, shapes: int | None = None,
     # Encoded once: the sender shares this process's interpreter lock with B's timed
     # searches, and re-encoding 1 MB a post would show up in B's latency, not the stack's.
     hostile_raw = [_encoded(body) for body in hostile]
-    first, expected = neighbour_bodies(user_b, writes)
-    more, _ = neighbour_bodies(user_b, writes)  # the same facts again: each stays one memory
+    first, expected = repeated_facts(user_b, writes)
+    more, _ = repeated_facts(user_b, writes)  # the same facts again: each stays one memory
     per_round = max(1, searches // rounds)
     notes: list[str] = []
     with running(stack), stack.client(timeout_s=120) as api_a, httpx.Client(
