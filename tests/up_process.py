@@ -5,6 +5,7 @@ and the runtime are process-wide, so a second embedded stack cannot share the te
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -41,3 +42,14 @@ def wait_ready(proc: subprocess.Popen[str], base: str, timeout_s: float = 120) -
             pass
         time.sleep(0.2)
     raise AssertionError("memoryd up did not become ready")
+
+
+def stop_up(proc: subprocess.Popen[str]) -> None:
+    """Stop `memoryd up` as Ctrl-C does (a graceful stop), and kill it if that hangs."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ import pytest
 import redis
 from conftest import redis_db_url
 from helpers import wait_job
-from up_process import start_up, wait_ready
+from up_process import start_up, stop_up, wait_ready
 
 from shared.embeddings.e5_engine import default_cache_dir
 from shared.redis_runtime import free_port
@@ -73,13 +72,7 @@ class UpStack:
             raise
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.communicate()
+        stop_up(self.proc)
 
 
 @pytest.fixture(scope="module")

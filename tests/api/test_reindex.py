@@ -8,8 +8,6 @@ re-embeds only what changed since the e5 generation (the content-hash reuse).
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -21,7 +19,7 @@ import pytest
 from conftest import KEY_A, KEY_B, redis_db_url
 from helpers import save, search
 from typer.testing import CliRunner
-from up_process import start_up, wait_ready
+from up_process import start_up, stop_up, wait_ready
 
 from shared.auth import OPERATOR_TENANT
 from shared.errors import EmbedderNotAllowed
@@ -74,13 +72,7 @@ class Stack:
                             headers={"Authorization": f"Bearer {OPERATOR_KEY}"})
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.communicate()
+        stop_up(self.proc)
 
 
 @pytest.fixture()
