@@ -1,5 +1,5 @@
 """`ops/bench_ab.py` and `ops/probe_e5_callers.py` at a tiny size: they run and print a
-number for every configuration, so the commands README cites keep working."""
+number for every configuration, so the commands the docs cite keep working."""
 
 from __future__ import annotations
 

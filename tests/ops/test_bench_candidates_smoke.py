@@ -1,5 +1,5 @@
 """`ops/bench_candidates.py` at a tiny size: it runs real searches and prints the CPU of a
-search and of its store call, so the command README cites keeps working."""
+search and of its store call, so the command the docs cite keeps working."""
 
 from __future__ import annotations
 
