@@ -206,6 +206,9 @@ def _named(placeholder: str) -> Callable[[re.Match[str]], str]:
 class _Rule:
     kind: str
     apply: Callable[[str], str]  # the text with this kind's placeholders in
+    # Whether the rule can find anything in a text: a cheap necessary condition (a word every
+    # match holds), so most texts skip most patterns.
+    may_match: Callable[[str], bool]
 
 
 def _sub(pattern: re.Pattern[str],
@@ -216,19 +219,52 @@ def _sub(pattern: re.Pattern[str],
     return apply
 
 
+def _holds(*words: str, folded: bool = False) -> Callable[[str], bool]:
+    """True when the text (or, with `folded`, its casefold) contains one of `words`.
+
+    Case-insensitive patterns are checked on the casefold: every character that `re`'s
+    IGNORECASE matches to an ASCII letter folds to that letter (the Kelvin sign to "k", the
+    long s to "s"), which tests/shared/test_hostile_text.py checks over all of Unicode.
+    """
+
+    def may_match(text: str) -> bool:
+        haystack = text.casefold() if folded else text
+        return any(word in haystack for word in words)
+
+    return may_match
+
+
+_DIGIT = re.compile(r"\d")
+_HEX_RUN = re.compile(r"[A-Fa-f0-9]{32}")
+
+
+def _has_digit(text: str) -> bool:
+    return _DIGIT.search(text) is not None
+
+
+def _may_be_token(text: str) -> bool:
+    return "earer " in text or "eyJ" in text or _HEX_RUN.search(text) is not None
+
+
 # Order matters: keys and tokens hold digit runs a phone or card pattern would half-match,
 # and an ID number would pass for a card.
 _RULES = (
-    _Rule("EMAIL", _emails),
-    _Rule("API_KEY", _sub(_API_KEY, "[API_KEY]")),
-    _Rule("API_KEY", _sub(_NAMED_KEY, _named("[API_KEY]"))),
-    _Rule("TOKEN", _sub(_TOKEN, "[TOKEN]")),
-    _Rule("TOKEN", _sub(_NAMED_TOKEN, _named("[TOKEN]"))),
-    _Rule("PASSWORD", _sub(_PASSWORD, _named("[PASSWORD]"))),
-    _Rule("ID_NUMBER", _sub(_ID_NUMBER, "[ID_NUMBER]")),
-    _Rule("CARD", _sub(_CARD, _card)),
-    _Rule("PHONE", _sub(_PHONE, _phone)),
+    _Rule("EMAIL", _emails, _holds("@")),
+    _Rule("API_KEY", _sub(_API_KEY, "[API_KEY]"), _holds("sk-", "AKIA", "gh", "xox", "AIza")),
+    _Rule("API_KEY", _sub(_NAMED_KEY, _named("[API_KEY]")),
+          _holds("key", "secret", "密钥", folded=True)),
+    _Rule("TOKEN", _sub(_TOKEN, "[TOKEN]"), _may_be_token),
+    _Rule("TOKEN", _sub(_NAMED_TOKEN, _named("[TOKEN]")), _holds("token", "令牌", folded=True)),
+    _Rule("PASSWORD", _sub(_PASSWORD, _named("[PASSWORD]")),
+          _holds("pass", "pwd", "密码", "口令", folded=True)),
+    _Rule("ID_NUMBER", _sub(_ID_NUMBER, "[ID_NUMBER]"), _has_digit),
+    _Rule("CARD", _sub(_CARD, _card), _has_digit),
+    _Rule("PHONE", _sub(_PHONE, _phone), _has_digit),
 )
+
+
+def _apply(rule: _Rule, text: str) -> str:
+    return rule.apply(text) if rule.may_match(text) else text
 
 
 def redact(text: str) -> str:
@@ -238,10 +274,10 @@ def redact(text: str) -> str:
     `python ops/bench_hostile.py`): a message a client crafted cannot hold a worker.
     """
     for rule in _RULES:
-        text = rule.apply(text)
+        text = _apply(rule, text)
     return text
 
 
 def found_secrets(text: str) -> list[str]:
     """Kinds of secret still present: what a validated memory must not contain."""
-    return sorted({rule.kind for rule in _RULES if rule.apply(text) != text})
+    return sorted({rule.kind for rule in _RULES if _apply(rule, text) != text})

@@ -134,17 +134,19 @@ def _clean(text: str) -> str:
 
 
 def _from_sentence(sentence: str) -> list[RuleCandidate]:
-    tail = sentence[len(_strip_end(sentence)) :]
+    ended = _strip_end(sentence)
+    tail = sentence[len(ended) :]
     asked = "?" in tail or "？" in tail
-    body, stable = _cleaned(sentence)
+    body, stable = _cleaned(ended)
     if not body:
         return []
     request = p.REQUEST_PREFIX.match(body)
-    parts = p.CLAUSE_SPLIT.split(body)
-    if request is None and stable and len(parts) == 1 and not p.ANY_MATCH.match(body):
+    single = p.CLAUSE_SPLIT.search(body) is None
+    if request is None and stable and single and not p.ANY_MATCH.match(body):
         # Most sentences: one clause, no request wrapper, and no rule applies at its start.
         # Every check below would end in no candidate, so they are not run.
         return []
+    parts = [body] if single else p.CLAUSE_SPLIT.split(body)
     if p.FORGET.search(body):
         return []
     # "Could you always answer in English?" is a request despite its question mark.

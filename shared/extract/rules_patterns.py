@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from shared.extract.first_chars import AnyOf
+
 Category = Literal["preference", "fact", "plan", "instruction"]
 Kind = Literal["statement", "imperative", "time_led"]
 
@@ -342,16 +344,9 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def _any_of(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str]:
-    """One pattern that matches where any of `patterns` does (all case-insensitive, all
-    anchored at the start): a single scan tells that none applies, which is the common
-    answer, instead of one call a pattern."""
-    bodies = [re.sub(r"\(\?P<\w+>", "(?:", pattern.pattern) for pattern in patterns]
-    return _c("|".join(f"(?:{body})" for body in bodies))
-
-
-# Where neither an explicit request nor any rule can match, `rules._match` stops here.
-ANY_MATCH = _any_of((*EXPLICIT, *(rule.pattern for rule in RULES)))
+# Where neither an explicit request nor any rule can match, `rules._match` stops here: one
+# check tells that none applies, which is the common answer, instead of one call a pattern.
+ANY_MATCH = AnyOf((*EXPLICIT, *(rule.pattern for rule in RULES)), _I)
 
 IMPORTANCE: dict[Category, int] = {"preference": 6, "fact": 6, "plan": 5, "instruction": 7}
 EXPLICIT_IMPORTANCE = 8

@@ -10,6 +10,7 @@ host is: `python ops/bench_hostile.py` measures the time itself.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 from ops import bench_hostile
 from ops.hostile_corpus import fill, hostile_corpus
+from shared import redaction
 from shared.extract import rules_patterns as p
 from shared.extract.rules import extract_rules
 from shared.keywords import keyword_vector
@@ -121,6 +123,34 @@ def test_one_scan_tells_whether_any_rule_applies(text: str) -> None:
     # The extractor skips a sentence or clause that this one pattern does not match, so it
     # must match exactly where some explicit request or rule does.
     assert bool(p.ANY_MATCH.match(text)) == any(pattern.match(text) for pattern in _ORDERED)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["I like tea", "i LIKE tea", "\u0130 like tea", "\u0131 like tea", "\uff29 like tea",
+     "My name is Ana", "\u212a\u212a, remember it", "\u017fo, always answer in English",
+     "我喜欢吃辣", "请记住我住在北京", "Ⅰ like tea", ""],
+)
+def test_the_first_character_dispatch_agrees_with_every_pattern(text: str) -> None:
+    # Cased non-ASCII first letters (dotted I, Kelvin sign, long s) fall back to all patterns.
+    assert p.ANY_MATCH.match(text) == any(pattern.match(text) for pattern in _ORDERED)
+
+
+def test_every_character_ignorecase_matches_to_a_prefilter_letter_folds_to_it() -> None:
+    # Redaction skips a case-insensitive pattern when the text's casefold lacks its keyword.
+    everything = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    for letter in sorted(set("keysecrtokenpasswd")):
+        matched = re.findall(f"(?i){letter}", everything)
+        assert matched and all(letter in ch.casefold() for ch in matched), letter
+
+
+@REFERENCE
+@given(st.one_of(short_hostile, short_mixed))
+def test_prefilters_skip_only_rules_that_find_nothing(text: str) -> None:
+    unfiltered = text
+    for rule in redaction._RULES:
+        unfiltered = rule.apply(unfiltered)
+    assert redact(text) == unfiltered
 
 
 @REFERENCE

@@ -1,0 +1,159 @@
+"""Which of a set of start-anchored patterns can match a text, chosen by its first character.
+
+`AnyOf(patterns).match(text)` is true exactly when one of `patterns` matches at the start of
+`text`. One alternation of every pattern tries each alternative in turn, so its cost grows
+with the table; here the alternation holds only the patterns whose first character can be
+`text[0]` (read from the parsed pattern), plus those whose first character is unknown
+(`.+`, `\\S`, a pattern that may match nothing). A character this module cannot reason about
+safely under case-insensitive matching uses the full alternation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+# The parser's node kinds are not public API; this module only reads them, and falls back to
+# "unknown" (the full alternation) for any node it does not handle.
+from re import _constants as _sre  # type: ignore[attr-defined]
+from re import _parser as _parse  # type: ignore[attr-defined]
+
+__all__ = ["AnyOf", "first_chars"]
+
+_UNKNOWN = None
+_RANGE_LIMIT = 64  # a wider class ([a-z], [^…]) is treated as unknown
+
+
+def first_chars(pattern: re.Pattern[str]) -> frozenset[str] | None:
+    """The characters a match of `pattern` can start with, as written in the pattern (case
+    variants are the caller's concern), or None when unknown or when it may match nothing."""
+    chars, nullable = _seq(_parse.parse(pattern.pattern, pattern.flags))
+    if chars is None or nullable:
+        return None
+    return frozenset(chars)
+
+
+def _seq(items: Iterable[tuple[object, object]]) -> tuple[set[str] | None, bool]:
+    found: set[str] = set()
+    for op, av in items:
+        chars, nullable = _node(op, av)
+        if chars is None:
+            return None, True
+        found |= chars
+        if not nullable:
+            return found, False
+    return found, True
+
+
+def _node(op: object, av: object) -> tuple[set[str] | None, bool]:  # noqa: PLR0911
+    if op in (_sre.AT, _sre.ASSERT, _sre.ASSERT_NOT):
+        return set(), True  # consumes nothing; ignoring a lookahead only widens the set
+    if op is _sre.LITERAL:
+        assert isinstance(av, int)
+        return {chr(av)}, False
+    if op is _sre.IN:
+        assert isinstance(av, list)
+        return _charset(av), False
+    if op is _sre.BRANCH:
+        assert isinstance(av, tuple)
+        found: set[str] = set()
+        nullable = False
+        for branch in av[1]:
+            chars, empty = _seq(branch)
+            if chars is None:
+                return None, True
+            found |= chars
+            nullable = nullable or empty
+        return found, nullable
+    if op is _sre.SUBPATTERN:
+        assert isinstance(av, tuple)
+        return _seq(av[-1])
+    if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, _sre.POSSESSIVE_REPEAT):
+        assert isinstance(av, tuple)
+        low, _high, body = av
+        chars, nullable = _seq(body)
+        return chars, nullable or low == 0
+    return _UNKNOWN, True
+
+
+def _charset(items: list[tuple[object, object]]) -> set[str] | None:
+    found: set[str] = set()
+    for op, av in items:
+        if op is _sre.LITERAL:
+            assert isinstance(av, int)
+            found.add(chr(av))
+        elif op is _sre.RANGE:
+            assert isinstance(av, tuple)
+            low, high = av
+            if high - low > _RANGE_LIMIT:
+                return None
+            found.update(chr(code) for code in range(low, high + 1))
+        else:
+            return None  # NEGATE, CATEGORY (\d, \w, …)
+    return found
+
+
+def _uncased(ch: str) -> bool:
+    return ch.lower() == ch and ch.upper() == ch and ch.casefold() == ch
+
+
+def _safe_key(ch: str, ignore_case: bool) -> str | None:
+    """The dispatch key of a first character, or None when only the full alternation is safe.
+
+    ASCII letters fold to lower case. Under case-insensitive matching some non-ASCII letters
+    match ASCII ones (the Kelvin sign matches "k", the long s "s"), so a non-ASCII character
+    is keyed only when it has no case at all (CJK ideographs, most punctuation).
+    """
+    if ch.isascii():
+        return ch.lower() if ignore_case else ch
+    if not ignore_case or _uncased(ch):
+        return ch
+    return None
+
+
+class AnyOf:
+    """`match(text)`: whether any pattern matches at the start of `text`, as one alternation
+    of all of them would tell, scanning only the alternatives that can start there."""
+
+    def __init__(self, patterns: Sequence[re.Pattern[str]], flags: int = 0) -> None:
+        self._patterns = tuple(patterns)
+        self._flags = flags
+        ignore_case = bool(flags & re.IGNORECASE)
+        self._ignore_case = ignore_case
+        self._always: list[int] = []
+        self._by_key: dict[str, list[int]] = {}
+        for index, pattern in enumerate(self._patterns):
+            chars = first_chars(pattern)
+            keys = None if chars is None else {_safe_key(ch, ignore_case) for ch in chars}
+            if keys is None or None in keys:
+                self._always.append(index)
+                continue
+            for key in keys:
+                assert key is not None
+                self._by_key.setdefault(key, []).append(index)
+        self._all = self._compile(range(len(self._patterns)))
+        # A key no pattern starts with leaves only the patterns that can start anywhere.
+        self._default = self._compile(self._always)
+        self._keyed = {
+            key: self._compile(sorted({*self._always, *indices}))
+            for key, indices in self._by_key.items()
+        }
+
+    def match(self, text: str) -> bool:
+        if not text:
+            return self._all.match(text) is not None
+        key = _safe_key(text[0], self._ignore_case)
+        pattern = self._all if key is None else self._keyed.get(key, self._default)
+        return pattern.match(text) is not None
+
+    def _compile(self, indices: Iterable[int]) -> re.Pattern[str]:
+        return _alternation([self._patterns[i].pattern for i in indices], self._flags)
+
+
+def _alternation(bodies: Sequence[str], flags: int) -> re.Pattern[str]:
+    """One pattern matching where any of `bodies` does; named groups become plain groups (a
+    name may repeat across bodies)."""
+    if not bodies:
+        return re.compile(r"(?!)")
+    plain = [re.sub(r"\(\?P<\w+>", "(?:", body) for body in bodies]
+    return re.compile("|".join(f"(?:{body})" for body in plain), flags)
