@@ -25,12 +25,12 @@ from api.routers import (
 from api.routers import metrics as metrics_router
 from api.ui import AdminPage
 from api.waits import Waits
-from shared.api_keys import ApiKeyStore
-from shared.auth import KeyRing
-from shared.metrics import RequestMetricsMiddleware, StackCollector
-from shared.queue import task_metrics
-from shared.rate_limit import RateLimiter
+from shared.jobs import task_metrics
+from shared.platform.metrics import RequestMetricsMiddleware, StackCollector
 from shared.runtime import Runtime
+from shared.tenancy.api_keys import ApiKeyStore
+from shared.tenancy.auth import KeyRing
+from shared.tenancy.rate_limit import RateLimiter
 
 DESCRIPTION = """
 Long-term memory for chat agents. Writes are asynchronous: `POST /v1/interactions`

@@ -8,11 +8,11 @@ import structlog
 from fastapi import Depends, Header, Request
 from starlette.concurrency import run_in_threadpool
 
-from shared.api_keys import Principal, authenticate, bootstrap_principal, required_scopes
-from shared.auth import KeyRing
-from shared.models import Owner
-from shared.rate_limit import RateLimiter
+from shared.records.models import Owner
 from shared.runtime import Runtime
+from shared.tenancy.api_keys import Principal, authenticate, bootstrap_principal, required_scopes
+from shared.tenancy.auth import KeyRing
+from shared.tenancy.rate_limit import RateLimiter
 
 
 # The trivial dependencies are `async def`: FastAPI runs a plain `def` dependency in a worker
@@ -29,8 +29,8 @@ async def _principal(
     """Authenticate, check the route's scopes, spend a rate-limit token: for every route.
 
     The scopes come from the matched route's method and path template
-    (`shared.api_keys.required_scopes`), so a new route is covered without a change here.
-    A bootstrap key with a leased rate-limit token left (`shared/rate_limit.py`) needs no
+    (`shared.tenancy.api_keys.required_scopes`), so a new route is covered without a change here.
+    A bootstrap key with a leased rate-limit token left (`shared/tenancy/rate_limit.py`) needs no
     Redis call, so most requests take no worker-thread hop here; the rest do their Redis
     work in one.
     """
@@ -60,7 +60,7 @@ async def _request_id(request: Request) -> str | None:
 
 async def require_admin(tenant: Annotated[str, Depends(_tenant)]) -> str:
     """Operator endpoints: `_principal` already refused any key but an operator key
-    (`/v1/admin/*` needs the scope `operator`, see `shared.api_keys.required_scopes`); the
+    (`/v1/admin/*` needs the scope `operator`, see `shared.tenancy.api_keys.required_scopes`); the
     value is the operator pseudo-tenant that store-wide jobs are recorded under."""
     return tenant
 

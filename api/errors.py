@@ -14,8 +14,8 @@ from redis.exceptions import RedisError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.json_body import DECLARED_TYPE
-from shared.errors import AppError, QueueUnavailable, RateLimited, field_path
-from shared.logs import get_logger
+from shared.platform.errors import AppError, QueueUnavailable, RateLimited, field_path
+from shared.platform.logs import get_logger
 
 log = get_logger("memoryd.api")
 

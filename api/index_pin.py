@@ -1,4 +1,4 @@
-"""Each request reads one index generation from start to end (shared/store/generations.py).
+"""Each request reads one index generation from start to end (shared/index/generations.py).
 
 Pinned here, in the request's context, so that a re-embedding switching collections in
 the middle of a search can never pair a query embedded by one model with the other
@@ -10,8 +10,8 @@ from __future__ import annotations
 import anyio.to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from shared.index.generations import GenerationalStore
 from shared.runtime import Runtime
-from shared.store.generations import GenerationalStore
 
 
 class PinIndexMiddleware:

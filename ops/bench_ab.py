@@ -55,7 +55,7 @@ from ops.bench_search import (  # noqa: E402
 )
 from ops.bench_stack import Stack  # noqa: E402
 from shared.embeddings import make_embedder  # noqa: E402
-from shared.settings import Settings  # noqa: E402
+from shared.platform.settings import Settings  # noqa: E402
 
 DEFAULT_CONFIGS = (
     "default=",

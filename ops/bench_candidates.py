@@ -5,7 +5,7 @@ query model, in one process.
     python ops/bench_candidates.py --size 10000 --searches 300
 
 Fills a store through the bulk path (as `ops/bench.py` does), opens it here with a Redis of
-its own, and runs LoCoMo questions through `shared.reads.search` after embedding each of
+its own, and runs LoCoMo questions through `shared.memories.reads.search` after embedding each of
 them once beforehand, so the query cache answers the model's part. What is timed is the
 rest: the keyword vector, the store's two candidate lists with their scoring fields,
 fusion and rescoring, the next-turn lookup and the page's records. That part grows with
@@ -37,14 +37,14 @@ from ops.bench import add_filled_store_options, check_filled_store_options  # no
 from ops.bench_common import SEED, drop_memoryd_environment, log  # noqa: E402
 from ops.bench_fill import TENANT, bulk_fill, embed_pool, load_locomo, user_name  # noqa: E402
 from ops.bench_search import TOP_K  # noqa: E402
-from shared import reads  # noqa: E402
 from shared.embeddings import make_embedder  # noqa: E402
-from shared.keywords import query_keyword_vector  # noqa: E402
-from shared.models import Owner  # noqa: E402
-from shared.redis_runtime import ensure_redis, free_port  # noqa: E402
+from shared.memories import reads  # noqa: E402
+from shared.platform.redis_runtime import ensure_redis, free_port  # noqa: E402
+from shared.platform.settings import Settings  # noqa: E402
+from shared.records.models import Owner  # noqa: E402
+from shared.records.schemas import SearchRequest  # noqa: E402
+from shared.retrieval.keywords import query_keyword_vector  # noqa: E402
 from shared.runtime import Runtime  # noqa: E402
-from shared.schemas import SearchRequest  # noqa: E402
-from shared.settings import Settings  # noqa: E402
 from shared.store import DENSE, SPARSE, VectorQuery  # noqa: E402
 
 

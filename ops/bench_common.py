@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.settings import get_settings
+from shared.platform.settings import get_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 20240601

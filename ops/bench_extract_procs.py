@@ -28,9 +28,9 @@ from ops.bench_common import ROOT
 from ops.bench_stack import _LAUNCHER, CpuMeter, _process_cpu_s
 from ops.chaos_common import ScenarioFailed, clean_env, wait_until
 from ops.chaos_procs import Proc
-from shared.queue.celery_app import create_app
-from shared.redis_runtime import RedisHandle, ensure_redis, free_port
-from shared.settings import Settings
+from shared.jobs.celery_app import create_app
+from shared.platform.redis_runtime import RedisHandle, ensure_redis, free_port
+from shared.platform.settings import Settings
 
 KEY = "bench-extract-key"
 TENANT = "default"

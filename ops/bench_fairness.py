@@ -40,8 +40,8 @@ import redis  # noqa: E402
 
 from ops.bench_common import log  # noqa: E402
 from ops.bench_stack import Stack  # noqa: E402
-from shared.api_keys import ApiKeyStore, parse_scopes  # noqa: E402
-from shared.redis_runtime import embedded_client_url  # noqa: E402
+from shared.platform.redis_runtime import embedded_client_url  # noqa: E402
+from shared.tenancy.api_keys import ApiKeyStore, parse_scopes  # noqa: E402
 
 DEFAULT_OUT = ROOT / "bench-results" / "fairness.json"
 PLACES = ["Lisbon", "Osaka", "Quito", "Tromsø", "Hanoi", "Cusco", "Tbilisi", "Perth"]

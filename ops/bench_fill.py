@@ -22,10 +22,10 @@ import numpy as np
 import numpy.typing as npt
 
 from shared.embeddings import Embedder
-from shared.identity import content_hash, memory_id
-from shared.keywords import keyword_vector
-from shared.models import MemoryRecord, MemoryType, Owner, Scope, Source
-from shared.settings import Settings
+from shared.platform.settings import Settings
+from shared.records.identity import content_hash, memory_id
+from shared.records.models import MemoryRecord, MemoryType, Owner, Scope, Source
+from shared.retrieval.keywords import keyword_vector
 from shared.store import PointData
 from shared.store.edge import EdgeStore
 

@@ -26,13 +26,13 @@ if __package__ in (None, ""):
 from ops.bench_common import ROOT, log  # noqa: E402
 from ops.bench_report import machine_info, write_report  # noqa: E402
 from ops.hostile_corpus import fill, hostile_corpus  # noqa: E402
-from shared.context_tokens import estimate_tokens  # noqa: E402
-from shared.extract.forget_intent import has_forget_intent  # noqa: E402
-from shared.extract.rules import extract_rules  # noqa: E402
-from shared.keywords import keyword_vector, query_keyword_vector  # noqa: E402
-from shared.query_text import read_query  # noqa: E402
-from shared.redaction import found_secrets, redact  # noqa: E402
-from shared.settings import Settings  # noqa: E402
+from shared.extraction.forget_intent import has_forget_intent  # noqa: E402
+from shared.extraction.redaction import found_secrets, redact  # noqa: E402
+from shared.extraction.rules import extract_rules  # noqa: E402
+from shared.platform.settings import Settings  # noqa: E402
+from shared.retrieval.context_tokens import estimate_tokens  # noqa: E402
+from shared.retrieval.keywords import keyword_vector, query_keyword_vector  # noqa: E402
+from shared.retrieval.query_text import read_query  # noqa: E402
 
 DEFAULT_OUT = ROOT / "bench-results" / "hostile.json"
 GOAL_MS = 20.0

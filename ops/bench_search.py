@@ -23,7 +23,7 @@ from ops.bench_fill import NOISE_SIGMA, TENANT, Locomo, Pool, bulk_fill, embed_p
 from ops.bench_http import RawClient
 from ops.bench_stack import CpuMeter, Stack
 from shared.embeddings import Embedder, make_embedder
-from shared.settings import Settings
+from shared.platform.settings import Settings
 
 TOP_K = 10
 WARMUP_REQUESTS = 10

@@ -22,7 +22,7 @@ import httpx
 
 from ops.bench_common import ROOT, log
 from ops.bench_http import RawClient
-from shared.redis_runtime import free_port
+from shared.platform.redis_runtime import free_port
 
 STACK_START_TIMEOUT_S = 180.0
 STACK_STOP_TIMEOUT_S = 60.0
@@ -82,7 +82,7 @@ class CpuMeter:
     it something else took, which is how far to trust the latencies next to it.
     """
 
-    # The e5 lanes name their threads (shared/embeddings/model_lanes.py).
+    # The e5 lanes name their threads (shared/embeddings/e5/lanes.py).
     MODEL_THREADS = "e5-"
 
     def __init__(self, stack_pids: Sequence[int]) -> None:

@@ -35,7 +35,7 @@ import redis  # noqa: E402
 
 from ops.bench_common import ROOT, drop_memoryd_environment, latency_summary, log  # noqa: E402
 from ops.bench_stack import Stack  # noqa: E402
-from shared.redis_runtime import embedded_client_url, free_port  # noqa: E402
+from shared.platform.redis_runtime import embedded_client_url, free_port  # noqa: E402
 
 GOAL_RATIO = 1.5
 WAITER_KEY = "bench-waits-key-a"
@@ -98,7 +98,7 @@ async def timed_searches(client: httpx.AsyncClient, n: int, user: str, rate: flo
 
 def hold_user_lock(client: redis.Redis, user: str, hold_s: float) -> str:
     """Take the waiting user's write lock as a holder on another host would (never broken
-    as dead, shared/locks.py), so the user's jobs wait for it instead of finishing."""
+    as dead, shared/memories/locks.py), so the user's jobs wait for it instead of finishing."""
     name = f"memoryd:lock:{WAITER_TENANT}:{user}"
     client.set(name, f"bench-elsewhere|1|{uuid.uuid4().hex}", px=int(hold_s * 1000))
     return name

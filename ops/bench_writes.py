@@ -19,7 +19,7 @@ from ops.bench_common import SEED, Options, latency_summary, log
 from ops.bench_fill import Locomo
 from ops.bench_stack import Stack
 from shared.embeddings import make_embedder
-from shared.settings import Settings
+from shared.platform.settings import Settings
 
 FINAL = ("succeeded", "failed")
 
@@ -197,7 +197,7 @@ def run_write_phases(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, 
     if "ingest" in opts.phases:
         # The same worker as shipped: one process, its default thread count. Its threads
         # overlap one job's writes with another's embedding, and e5 then runs on two
-        # single-thread lanes (shared/embeddings/model_lanes.py).
+        # single-thread lanes (shared/embeddings/e5/lanes.py).
         threads = int(Settings.model_fields["worker_concurrency"].default)
         with Stack("write-default", workdir / "write-default", workdir, opts.embedder,
                    worker_concurrency=threads, extra_env=opts.stack_env) as stack:

@@ -26,10 +26,10 @@ from ops.chaos_common import (
     wait_until,
 )
 from ops.chaos_procs import UpStack
-from shared import failpoints
-from shared.extract.rules import extract_rules
-from shared.redis_process import pid_alive
-from shared.redis_runtime import ensure_redis, free_port
+from shared.extraction.rules import extract_rules
+from shared.platform import failpoints
+from shared.platform.redis_process import pid_alive
+from shared.platform.redis_runtime import ensure_redis, free_port
 
 # Facts the rules extractor turns into one memory each; no two say the same thing in two
 # languages, so each must be stored exactly once however often it is repeated.

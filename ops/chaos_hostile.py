@@ -28,7 +28,7 @@ from ops.chaos_common import Row, ScenarioFailed, list_contents, tally, wait_job
 from ops.chaos_embedded import repeated_facts, running
 from ops.chaos_procs import UpStack
 from ops.hostile_corpus import hostile_corpus
-from shared.settings import Settings
+from shared.platform.settings import Settings
 
 TENANT_A = "hostile"
 TENANT_B = "neighbour"

@@ -18,7 +18,7 @@ from pathlib import Path
 from ops.chaos_common import Row, ScenarioFailed, wait_jobs, wait_until
 from ops.chaos_procs import kill_pid
 from ops.chaos_server import ServerMode, _await_victims, _batches, _finish, server_mode
-from shared import failpoints
+from shared.platform import failpoints
 from shared.testing.fake_llm import Behaviour, FakeLLM, Received, json_reply, users_said
 
 MODEL = "chaos-extractor"

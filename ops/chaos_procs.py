@@ -16,7 +16,7 @@ import httpx
 from ops.bench_common import ROOT
 from ops.bench_stack import Stack
 from ops.chaos_common import ScenarioFailed, clean_env, wait_until
-from shared.redis_runtime import free_port
+from shared.platform.redis_runtime import free_port
 
 
 class UpStack(Stack):

@@ -31,9 +31,9 @@ from ops.chaos_common import (
 )
 from ops.chaos_procs import Proc, kill_pid, start_gateway, start_worker
 from ops.qdrant_rest_facade import QdrantRestFacade
-from shared import failpoints
-from shared.models import Owner
-from shared.redis_runtime import ensure_redis, free_port
+from shared.platform import failpoints
+from shared.platform.redis_runtime import ensure_redis, free_port
+from shared.records.models import Owner
 from shared.store.client import QdrantClientStore
 
 KEY = "chaos-server-key"

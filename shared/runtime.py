@@ -14,20 +14,20 @@ from typing import TYPE_CHECKING
 import redis
 from celery import Celery
 
-from shared import failpoints
-from shared.blas_threads import limit_blas_threads
 from shared.embeddings import Embedder, make_embedder
+from shared.embeddings.e5.threads import limit_blas_threads
+from shared.index.generations import GenerationalStore
+from shared.index.write_fence import WriteFence
+from shared.jobs.job_store import JobStore
 from shared.llm import ChatClient, make_chat_client, make_judge_client
-from shared.queue.jobs import JobStore
-from shared.rerank import HttpReranker
-from shared.scoring import Weights
-from shared.settings import Settings, get_settings
+from shared.platform import failpoints
+from shared.platform.settings import Settings, get_settings
+from shared.retrieval.rerank import HttpReranker
+from shared.retrieval.scoring import Weights
 from shared.store import Store, make_store
-from shared.store.generations import GenerationalStore
-from shared.write_fence import WriteFence
 
 if TYPE_CHECKING:
-    from shared.access import AccessCounter
+    from shared.retrieval.access import AccessCounter
 
 
 class Runtime:
@@ -67,7 +67,7 @@ class Runtime:
 
     @cached_property
     def access(self) -> AccessCounter:
-        from shared.access import AccessCounter
+        from shared.retrieval.access import AccessCounter
 
         return AccessCounter(self)
 
@@ -121,7 +121,7 @@ class Runtime:
 
     @cached_property
     def celery(self) -> Celery:
-        from shared.queue.celery_app import app, configure
+        from shared.jobs.celery_app import app, configure
 
         configure(app, self.settings)
         return app

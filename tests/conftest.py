@@ -13,8 +13,8 @@ import httpx
 import pytest
 from fake_rerank_server import FakeRerankServer
 
-from shared.redis_runtime import RedisHandle, ensure_redis, free_port, redis_reachable
-from shared.settings import Settings
+from shared.platform.redis_runtime import RedisHandle, ensure_redis, free_port, redis_reachable
+from shared.platform.settings import Settings
 
 KEY_A = "test-key-alpha"
 KEY_B = "test-key-beta"

@@ -13,11 +13,11 @@ from typing import Any
 import uvicorn
 
 from api.app import create_app
-from shared.auth import KeyRing, parse_api_keys, parse_operator_keys
-from shared.queue.celery_app import create_app as create_celery_app
+from shared.jobs.celery_app import create_app as create_celery_app
+from shared.platform.settings import Settings
 from shared.runtime import Runtime
-from shared.settings import Settings
 from shared.store import Store
+from shared.tenancy.auth import KeyRing, parse_api_keys, parse_operator_keys
 
 
 @contextmanager
@@ -55,6 +55,6 @@ def gateway(settings: Settings, store: Store | None = None,
 
 
 def settings_with(stack: Any, **overrides: Any) -> Settings:
-    from shared.redis_runtime import free_port
+    from shared.platform.redis_runtime import free_port
 
     return stack.settings.model_copy(update={"port": free_port(), **overrides})

@@ -10,13 +10,13 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from shared.errors import AppError
-from shared.logs import mask_url_passwords
-from shared.settings import Settings
+from shared.platform.errors import AppError
+from shared.platform.logs import mask_url_passwords
+from shared.platform.settings import Settings
 from workers import cli_commands
 
 if TYPE_CHECKING:
-    from shared.api_keys import ApiKeyStore
+    from shared.tenancy.api_keys import ApiKeyStore
 
 app = typer.Typer(help="memoryd: long-term memory for chat agents.", no_args_is_help=True)
 console = Console(stderr=False)
@@ -75,9 +75,9 @@ def serve(
     import uvicorn
 
     from api.app import create_app
-    from shared.auth import KeyRing
-    from shared.logs import configure_logging
+    from shared.platform.logs import configure_logging
     from shared.runtime import get_runtime, settle_for_serving
+    from shared.tenancy.auth import KeyRing
     from workers.stack import dump_threads_on_sigusr1, exit_on_sigterm
 
     configure_logging(settings.log_level, settings.log_json)
@@ -164,8 +164,8 @@ app.add_typer(keys_app, name="keys")
 def _key_store() -> ApiKeyStore:
     import redis
 
-    from shared.api_keys import ApiKeyStore
-    from shared.redis_runtime import embedded_client_url
+    from shared.platform.redis_runtime import embedded_client_url
+    from shared.tenancy.api_keys import ApiKeyStore
 
     settings = _settings()
     # The embedded stack's own Redis has a password kept in its data directory.
@@ -199,7 +199,7 @@ def keys_create(
     ] = False,
 ) -> None:
     """Create a key and print it once (only its SHA-256 is kept)."""
-    from shared.api_keys import parse_scopes
+    from shared.tenancy.api_keys import parse_scopes
 
     if operator == (tenant is not None):
         console.print("[red]give either --tenant (a tenant's key) or --operator[/red]")
@@ -252,8 +252,8 @@ def erase(
 ) -> None:
     """Compact now: forgotten text leaves the store's and Redis's files (a running stack's
     worker does it; MEMORYD_ERASURE_COMPACTION_S bounds it otherwise)."""
-    from shared import erasure
-    from shared.redis_runtime import embedded_client_url
+    from shared.memories import erasure
+    from shared.platform.redis_runtime import embedded_client_url
     from shared.runtime import Runtime
 
     settings = _settings()

@@ -1,7 +1,7 @@
 """Operator commands of `memoryd` that talk to a running stack over HTTP, through the
 Python client: status, search, add, list, forget, history, export, import, reindex, bench.
 
-The logic lives in `shared/cli_ops.py`; this module parses options and prints.
+The logic lives in `workers/cli_ops.py`; this module parses options and prints.
 """
 
 from __future__ import annotations
@@ -19,7 +19,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from shared.cli_ops import (
+from shared.client import (
+    ApiError,
+    ConnectionFailed,
+    JobTimeout,
+    MemorydClient,
+    NotFound,
+    Unauthorized,
+)
+from shared.records.schemas import JobAccepted, MemoryView, SaveResult
+from workers.cli_ops import (
     Checkpoint,
     CliError,
     Target,
@@ -29,15 +38,6 @@ from shared.cli_ops import (
     run_import,
     summarize_metrics,
 )
-from shared.client import (
-    ApiError,
-    ConnectionFailed,
-    JobTimeout,
-    MemorydClient,
-    NotFound,
-    Unauthorized,
-)
-from shared.schemas import JobAccepted, MemoryView, SaveResult
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)

@@ -12,9 +12,9 @@ from celery.worker import state as worker_state
 from kombu.asynchronous import set_event_loop
 from redis.exceptions import RedisError
 
-from shared.logs import get_logger
-from shared.queue.names import QueueName
-from shared.queue.recovery import requeue_orphans
+from shared.jobs.names import QueueName
+from shared.jobs.recovery import requeue_orphans
+from shared.platform.logs import get_logger
 from workers.thread_pool import TimeLimitedThreadPool
 
 log = get_logger("memoryd.worker")
@@ -23,7 +23,7 @@ log = get_logger("memoryd.worker")
 class RequeueDroppedOnReconnect(bootsteps.StartStopStep):
     """On every consumer restart (a lost broker connection), and at the first start of a
     worker that replaces a dead one, requeue what Celery dropped and kombu could not give
-    back (`shared/queue/recovery.py requeue_orphans`). It starts before the event loop, so
+    back (`shared/jobs/recovery.py requeue_orphans`). It starts before the event loop, so
     nothing new has been fetched yet."""
 
     requires = ("celery.worker.consumer.connection:Connection",)

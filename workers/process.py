@@ -6,9 +6,9 @@ from typing import Any
 
 from celery.signals import setup_logging
 
-from shared.logs import configure_logging
-from shared.queue.celery_app import app
-from shared.settings import Settings, get_settings
+from shared.jobs.celery_app import app
+from shared.platform.logs import configure_logging
+from shared.platform.settings import Settings, get_settings
 
 
 @setup_logging.connect

@@ -15,15 +15,15 @@ import uvicorn
 from redis.exceptions import RedisError
 
 from api.app import create_app
-from shared.auth import KeyRing, ensure_embedded_key
-from shared.logs import configure_logging, get_logger
-from shared.private_dirs import make_private_dir
-from shared.queue.celery_app import create_app as create_celery_app
-from shared.queue.names import QueueName, TaskName
-from shared.queue.recovery import RunRecord, requeue_unacked
-from shared.redis_runtime import RedisHandle, ensure_redis
+from shared.jobs.celery_app import create_app as create_celery_app
+from shared.jobs.names import QueueName, TaskName
+from shared.jobs.recovery import RunRecord, requeue_unacked
+from shared.platform.logs import configure_logging, get_logger
+from shared.platform.private_dirs import make_private_dir
+from shared.platform.redis_runtime import RedisHandle, ensure_redis
+from shared.platform.settings import Settings
 from shared.runtime import Runtime, set_runtime, settle_for_serving
-from shared.settings import Settings
+from shared.tenancy.auth import KeyRing, ensure_embedded_key
 from workers.inprocess import InProcessWorker, stop_workers
 from workers.periodic import PeriodicSender
 from workers.tasks import register_llm_tasks
@@ -136,7 +136,7 @@ class EmbeddedStack:
         )
         self.purger.start()
         # Forgotten text leaves the files within MEMORYD_ERASURE_COMPACTION_S (at 0 the
-        # forget itself compacts): shared/erasure.py.
+        # forget itself compacts): shared/memories/erasure.py.
         if settings.erasure_compaction_s > 0:
             self.eraser = PeriodicSender(
                 self.runtime.celery, TaskName.ERASE, settings.erasure_compaction_s,
@@ -219,7 +219,7 @@ class EmbeddedStack:
         but not started, held for a retry's countdown, or still running after the grace)
         goes back to its queue now, so the next start runs it at once instead of after the
         broker's visibility timeout. This process is its broker database's only consumer
-        (shared/queue/recovery.py), so what is unacknowledged now is ours."""
+        (shared/jobs/recovery.py), so what is unacknowledged now is ours."""
         try:
             count = requeue_unacked(runtime.celery)
         except RedisError as exc:  # then the visibility timeout brings them back

@@ -6,25 +6,27 @@ from typing import Any
 
 from celery import Celery
 
-from shared import access, erasure, reindex, retention
-from shared.commands import (
+from shared.index import reindex
+from shared.jobs import task_metrics
+from shared.jobs.celery_app import app
+from shared.jobs.names import TaskName
+from shared.memories import erasure, retention
+from shared.memories.llm_extraction import extract_with_llm
+from shared.memories.transfer import ImportCommand, run_import
+from shared.memories.writes import MemoryWriter
+from shared.records.commands import (
     DeleteCommand,
     ForgetCommand,
     IngestCommand,
     SaveCommand,
     UpdateCommand,
 )
-from shared.llm_extraction import extract_with_llm
-from shared.queue import task_metrics
-from shared.queue.celery_app import app
-from shared.queue.llm_task import LLMTask
-from shared.queue.names import TaskName
-from shared.queue.task_base import MemoryTask, ReindexTask
+from shared.retrieval import access
 from shared.runtime import get_runtime
-from shared.transfer import ImportCommand, run_import
-from shared.writes import MemoryWriter
+from workers.llm_task import LLMTask
+from workers.task_base import MemoryTask, ReindexTask
 
-task_metrics.connect()  # every worker process counts its task runs (shared/metrics.py)
+task_metrics.connect()  # every worker process counts its task runs (shared/platform/metrics.py)
 
 
 @app.task(name=TaskName.INGEST.value, base=MemoryTask, bind=True)

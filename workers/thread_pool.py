@@ -3,7 +3,7 @@
 Celery's `threads` pool ignores `task_soft_time_limit` / `task_time_limit` (prefork enforces
 them with signals): a stuck job ran until the broker's visibility timeout, and then a second
 copy of it started. Here a watchdog thread keeps each job's limits
-(shared/queue/time_limits.py): at the soft limit it raises `SoftTimeLimitExceeded` in the
+(shared/jobs/time_limits.py): at the soft limit it raises `SoftTimeLimitExceeded` in the
 job's thread; at the hard limit it calls Celery's own `Request.on_timeout` (the job fails
 with `time_limit`, is listed with the failed jobs, and its message is acknowledged, so it is
 not delivered again) and starts a thread in place of the stuck one, which leaves the pool
@@ -27,8 +27,8 @@ from typing import Any
 from celery.concurrency.base import BasePool, apply_target
 from celery.exceptions import SoftTimeLimitExceeded
 
-from shared.logs import get_logger
-from shared.queue import time_limits
+from shared.jobs import time_limits
+from shared.platform.logs import get_logger
 
 log = get_logger("memoryd.worker")
 

@@ -1,5 +1,5 @@
 """Operator endpoints: store-wide, so only operator keys reach them (a tenant's key gets
-403 `forbidden`, see `shared.api_keys.required_scopes`). Re-embedding the store with
+403 `forbidden`, see `shared.tenancy.api_keys.required_scopes`). Re-embedding the store with
 another model, with no downtime; the index it serves from; the re-embedding's job."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from starlette.concurrency import run_in_threadpool
 
 from api.deps import AdminDep, RequestIdDep, RuntimeDep
 from api.responses import ERROR_RESPONSES
-from shared import reindex
-from shared.schemas import ErrorBody, IndexStatus, JobAccepted, JobView, ReindexRequest
+from shared.index import reindex
+from shared.records.schemas import ErrorBody, IndexStatus, JobAccepted, JobView, ReindexRequest
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=ERROR_RESPONSES)
 

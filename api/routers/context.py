@@ -7,9 +7,9 @@ from starlette.concurrency import run_in_threadpool
 
 from api.deps import RuntimeDep, TenantDep, owner_of
 from api.responses import ERROR_RESPONSES
-from shared import context
-from shared.limits import check_context
-from shared.schemas import ContextRequest, ContextResponse, ErrorBody
+from shared.memories import context
+from shared.records.schemas import ContextRequest, ContextResponse, ErrorBody
+from shared.tenancy.limits import check_context
 
 router = APIRouter(prefix="/v1", tags=["context"], responses=ERROR_RESPONSES)
 

@@ -7,13 +7,13 @@ from starlette.concurrency import run_in_threadpool
 
 from api.deps import RequestIdDep, RuntimeDep, TenantDep
 from api.responses import ERROR_RESPONSES
-from shared.commands import IngestCommand
-from shared.enqueue import submit
-from shared.errors import ExtractorUnavailable
-from shared.limits import check_interaction
-from shared.models import ExtractMode, utcnow
-from shared.queue.names import TaskName
-from shared.schemas import ErrorBody, InteractionRequest, JobAccepted
+from shared.jobs.enqueue import submit
+from shared.jobs.names import TaskName
+from shared.platform.errors import ExtractorUnavailable
+from shared.records.commands import IngestCommand
+from shared.records.models import ExtractMode, utcnow
+from shared.records.schemas import ErrorBody, InteractionRequest, JobAccepted
+from shared.tenancy.limits import check_interaction
 
 router = APIRouter(prefix="/v1", tags=["interactions"], responses=ERROR_RESPONSES)
 

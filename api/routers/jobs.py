@@ -9,9 +9,9 @@ from fastapi import APIRouter, Query, status
 from api.deps import RuntimeDep, TenantDep
 from api.responses import ERROR_RESPONSES
 from api.waits import WaitsDep
-from shared import failed_jobs
-from shared.limits import check_page
-from shared.schemas import FailedJobPage, JobAccepted, JobView
+from shared.jobs import failed as failed_jobs
+from shared.records.schemas import FailedJobPage, JobAccepted, JobView
+from shared.tenancy.limits import check_page
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=ERROR_RESPONSES)
 

@@ -11,15 +11,14 @@ from starlette.concurrency import run_in_threadpool
 from api.deps import PrincipalDep, RequestIdDep, RuntimeDep, TenantDep, owner_of
 from api.responses import ERROR_RESPONSES
 from api.waits import Waits, WaitsDep
-from shared import reads
-from shared.commands import DeleteCommand, ForgetCommand, SaveCommand, UpdateCommand
-from shared.enqueue import submit
-from shared.errors import InvalidInput, error_from_body
-from shared.history import memory_history
-from shared.limits import check_page, check_save, check_update
-from shared.models import JobStatus, MemoryType, SaveOutcome, Scope, Source, as_utc, utcnow
-from shared.queue.names import TaskName
-from shared.schemas import (
+from shared.jobs.enqueue import submit
+from shared.jobs.names import TaskName
+from shared.memories import reads
+from shared.memories.history import memory_history
+from shared.platform.errors import InvalidInput, error_from_body
+from shared.records.commands import DeleteCommand, ForgetCommand, SaveCommand, UpdateCommand
+from shared.records.models import JobStatus, MemoryType, SaveOutcome, Scope, Source, as_utc, utcnow
+from shared.records.schemas import (
     ErrorBody,
     Identifier,
     JobAccepted,
@@ -31,6 +30,7 @@ from shared.schemas import (
     UpdateRequest,
     WireDatetime,
 )
+from shared.tenancy.limits import check_page, check_save, check_update
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"], responses=ERROR_RESPONSES)
 

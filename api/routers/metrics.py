@@ -12,9 +12,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Request, Response
 
-from shared.errors import Unauthorized
-from shared.metrics import CONTENT_TYPE, StackCollector
-from shared.settings import Settings
+from shared.platform.errors import Unauthorized
+from shared.platform.metrics import CONTENT_TYPE, StackCollector
+from shared.platform.settings import Settings
 
 router = APIRouter(tags=["operations"])
 

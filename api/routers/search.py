@@ -7,9 +7,9 @@ from starlette.concurrency import run_in_threadpool
 
 from api.deps import RuntimeDep, TenantDep, owner_of
 from api.responses import ERROR_RESPONSES
-from shared import reads
-from shared.limits import check_search
-from shared.schemas import ErrorBody, SearchRequest, SearchResponse
+from shared.memories import reads
+from shared.records.schemas import ErrorBody, SearchRequest, SearchResponse
+from shared.tenancy.limits import check_search
 
 router = APIRouter(prefix="/v1", tags=["search"], responses=ERROR_RESPONSES)
 

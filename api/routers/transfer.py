@@ -10,11 +10,11 @@ from starlette.concurrency import run_in_threadpool
 
 from api.deps import RequestIdDep, RuntimeDep, TenantDep, owner_of
 from api.responses import ERROR_RESPONSES
-from shared.enqueue import submit
-from shared.models import utcnow
-from shared.queue.names import TaskName
-from shared.schemas import ErrorBody, Identifier, JobAccepted
-from shared.transfer import ImportCommand, export_lines, parse_import
+from shared.jobs.enqueue import submit
+from shared.jobs.names import TaskName
+from shared.memories.transfer import ImportCommand, export_lines, parse_import
+from shared.records.models import utcnow
+from shared.records.schemas import ErrorBody, Identifier, JobAccepted
 
 router = APIRouter(prefix="/v1", tags=["transfer"], responses=ERROR_RESPONSES)
 

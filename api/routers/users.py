@@ -8,8 +8,8 @@ from fastapi import APIRouter, Query
 
 from api.deps import RuntimeDep, TenantDep
 from api.responses import ERROR_RESPONSES
-from shared.schemas import ErrorBody, UserPage
-from shared.users import list_users
+from shared.memories.users import list_users
+from shared.records.schemas import ErrorBody, UserPage
 
 router = APIRouter(prefix="/v1", tags=["users"], responses=ERROR_RESPONSES)
 

@@ -1,7 +1,7 @@
 """The one place requests are built, responses parsed and retries decided, for both the
 sync and the async client: each of their methods is one line around a `Call` from here.
 
-Request bodies are built with the API's own pydantic models (`shared/schemas.py`), so
+Request bodies are built with the API's own pydantic models (`shared/records/schemas.py`), so
 bad input fails here, before a request is sent, with the same messages the gateway uses.
 """
 
@@ -18,8 +18,8 @@ import httpx
 from pydantic import BaseModel
 
 from shared.client.errors import api_error
-from shared.retry_after import retry_after
-from shared.schemas import (
+from shared.platform.retry_after import retry_after
+from shared.records.schemas import (
     ContextRequest,
     ContextResponse,
     InteractionRequest,

@@ -14,7 +14,7 @@ import httpx
 from shared.client import calls
 from shared.client.calls import Call, RetryPolicy
 from shared.client.errors import ConnectionFailed, JobTimeout
-from shared.schemas import (
+from shared.records.schemas import (
     ContextResponse,
     JobAccepted,
     JobView,

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from shared.errors import EmbedderError
+from shared.platform.errors import EmbedderError
 
 FloatArray = npt.NDArray[np.float32]
 

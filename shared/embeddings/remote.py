@@ -10,8 +10,8 @@ import httpx
 import numpy as np
 
 from shared.embeddings.base import BatchingEmbedder, FloatArray
-from shared.errors import ConfigurationError, EmbedderError, EmbedderUnavailable
-from shared.settings import Settings
+from shared.platform.errors import ConfigurationError, EmbedderError, EmbedderUnavailable
+from shared.platform.settings import Settings
 
 PROBE_TEXT = "dimension probe"
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from rich.console import Console
 
-from shared.errors import AppError
 from shared.evaluation import EvalError
 from shared.evaluation import datasets as ds
 from shared.evaluation import metrics as mx
@@ -29,9 +28,10 @@ from shared.evaluation.report import (
     render,
     write_json,
 )
-from shared.redis_runtime import free_port
-from shared.schemas import SearchMode
-from shared.settings import Settings
+from shared.platform.errors import AppError
+from shared.platform.redis_runtime import free_port
+from shared.platform.settings import Settings
+from shared.records.schemas import SearchMode
 
 STACK_SETTINGS = ("embedder", "query_cache_size", "worker_concurrency", "max_messages")
 

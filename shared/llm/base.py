@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 
-from shared.errors import LLMRateLimited, LLMRejected, LLMUnavailable
-from shared.retry_after import retry_after
+from shared.platform.errors import LLMRateLimited, LLMRejected, LLMUnavailable
+from shared.platform.retry_after import retry_after
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from shared.llm.base import ChatClient
 from shared.llm.ollama_chat import OllamaChat
 from shared.llm.openai_chat import OpenAIChat
-from shared.settings import Settings
+from shared.platform.settings import Settings
 
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 

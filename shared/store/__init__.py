@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.settings import Settings
+from shared.platform.settings import Settings
 from shared.store.base import (
     DENSE,
     SPARSE,

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from shared import failpoints
-from shared.errors import EmbeddingModelMismatch
-from shared.models import AuditEvent, Owner
+from shared.platform import failpoints
+from shared.platform.errors import EmbeddingModelMismatch
+from shared.records.models import AuditEvent, Owner
 from shared.store.conditions import AllOf, AnyOf, Between, Condition, IdIn, Match, NoneOf
 from shared.store.scoring_table import (
     SCORING_FIELDS,
@@ -270,7 +270,7 @@ class Store(ABC):
 
     def compact(self) -> dict[str, Any]:
         """Rewrite this store's files so that nothing deleted or erased survives in them
-        (shared/erasure.py). The embedded shard does (EdgeStore); a Qdrant server owns its
+        (shared/memories/erasure.py). The embedded shard does (EdgeStore); a Qdrant server owns its
         files, and its own optimizer and WAL retention bound how long they keep old bytes."""
         return {"skipped": "the store's files belong to the Qdrant server"}
 

@@ -13,8 +13,8 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from shared.errors import StoreRejected, StoreUnavailable
-from shared.models import AuditEvent
+from shared.platform.errors import StoreRejected, StoreUnavailable
+from shared.records.models import AuditEvent
 from shared.store.base import (
     AUDIT_INDEXES,
     AUDIT_META_ID,

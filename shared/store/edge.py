@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 
-from shared.errors import ConfigurationError, StoreUnavailable
-from shared.logs import get_logger
-from shared.models import AuditEvent
+from shared.platform.errors import ConfigurationError, StoreUnavailable
+from shared.platform.logs import get_logger
+from shared.records.models import AuditEvent
 from shared.store.base import (
     AUDIT_INDEXES,
     AUDIT_META_ID,

@@ -15,7 +15,7 @@ from helpers import wait_job
 from ops.chaos_common import FakeOpenAIEmbeddings, wait_until
 from ops.chaos_erasure import forgotten_text_erased
 from ops.chaos_procs import UpStack
-from shared import failpoints
+from shared.platform import failpoints
 
 
 def enqueue_save(api: httpx.Client, user: str, content: str, **fields: Any) -> str:
@@ -158,9 +158,9 @@ def test_forgotten_markers_leave_every_byte_on_disk(
 def test_beat_schedules_the_compaction_at_the_bound() -> None:
     from celery import Celery
 
-    from shared.queue.celery_app import configure
-    from shared.queue.names import QUEUE_OF, TaskName
-    from shared.settings import Settings
+    from shared.jobs.celery_app import configure
+    from shared.jobs.names import QUEUE_OF, TaskName
+    from shared.platform.settings import Settings
 
     app = Celery("probe", set_as_current=False)
     configure(app, Settings(erasure_compaction_s=120))

@@ -16,10 +16,10 @@ from pydantic import SecretStr
 from test_tenant_walk import PUBLIC, app_routes
 
 from api.routers.metrics import check_metrics_token
-from shared.errors import Unauthorized
-from shared.metrics import StackCollector
-from shared.queue.names import TaskName
-from shared.settings import Settings
+from shared.jobs.names import TaskName
+from shared.platform.errors import Unauthorized
+from shared.platform.metrics import StackCollector
+from shared.platform.settings import Settings
 
 
 def sample(text: str, name: str, **labels: str) -> float:

@@ -21,12 +21,12 @@ from helpers import save, search
 from typer.testing import CliRunner
 from up_process import start_up, stop_up, wait_ready
 
-from shared.auth import OPERATOR_TENANT
-from shared.errors import EmbedderNotAllowed
-from shared.queue.names import TaskName
-from shared.redis_runtime import free_port
-from shared.reindex import allowed_embedders, check_allowed
-from shared.settings import Settings
+from shared.index.reindex import allowed_embedders, check_allowed
+from shared.jobs.names import TaskName
+from shared.platform.errors import EmbedderNotAllowed
+from shared.platform.redis_runtime import free_port
+from shared.platform.settings import Settings
+from shared.tenancy.auth import OPERATOR_TENANT
 from workers.cli import app as cli_app
 
 OPERATOR_KEY = "test-operator-key"

@@ -9,9 +9,9 @@ import pytest
 from fake_rerank_server import FakeRerankServer
 from helpers import save, search
 
-from shared.errors import RerankerNotConfigured
-from shared.rerank import HttpReranker
-from shared.settings import Settings
+from shared.platform.errors import RerankerNotConfigured
+from shared.platform.settings import Settings
+from shared.retrieval.rerank import HttpReranker
 
 
 @pytest.fixture()

@@ -14,13 +14,13 @@ import httpx
 import pytest
 from helpers import save, search
 
-from shared.api_keys import ApiKeyStore, KeyScope
-from shared.identity import content_hash, memory_id
-from shared.keywords import keyword_vector
-from shared.models import MemoryRecord, Owner, utcnow
-from shared.queue.names import QUEUE_OF, TaskName
+from shared.jobs.names import QUEUE_OF, TaskName
+from shared.records.identity import content_hash, memory_id
+from shared.records.models import MemoryRecord, Owner, utcnow
+from shared.retrieval.keywords import keyword_vector
 from shared.store import PointData
 from shared.store.conditions import IdIn
+from shared.tenancy.api_keys import ApiKeyStore, KeyScope
 
 
 def in_store(stack: Any, ids: list[str]) -> set[str]:

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from shared.schemas import ErrorBody
+from shared.records.schemas import ErrorBody
 
 EXAMPLES = {schemathesis.GenerationMode.POSITIVE: 30, schemathesis.GenerationMode.NEGATIVE: 20}
 

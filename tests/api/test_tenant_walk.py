@@ -20,7 +20,7 @@ import pytest
 from helpers import save, wait_job
 from test_failed_jobs import failing_update
 
-from shared.models import Owner
+from shared.records.models import Owner
 from shared.store.conditions import Match
 
 # Routes that carry no tenant data at all.

@@ -9,8 +9,8 @@ import httpx
 import pytest
 from live_gateway import gateway
 
-from shared.redis_runtime import free_port
-from shared.settings import Settings
+from shared.platform.redis_runtime import free_port
+from shared.platform.settings import Settings
 
 
 @pytest.fixture()

@@ -17,7 +17,7 @@ import redis
 from conftest import KEY_A, KEY_B, redis_db_url
 from live_gateway import gateway, settings_with
 
-from shared.queue.jobs import JobStore
+from shared.jobs.job_store import JobStore
 
 WAITS = 64  # more than the thread limiter's 40 tokens
 

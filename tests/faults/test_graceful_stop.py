@@ -18,13 +18,13 @@ import redis
 from ops.chaos_common import wait_jobs, wait_until
 from ops.chaos_embedded import running
 from ops.chaos_procs import UpStack
-from shared.commands import SaveCommand
-from shared.failpoints import EMBED_DOCUMENTS
-from shared.queue.celery_app import create_app as create_celery_app
-from shared.queue.jobs import JobStore
-from shared.queue.names import QUEUE_OF, TaskName
-from shared.redis_runtime import embedded_client_url, ensure_redis, free_port
-from shared.settings import Settings
+from shared.jobs.celery_app import create_app as create_celery_app
+from shared.jobs.job_store import JobStore
+from shared.jobs.names import QUEUE_OF, TaskName
+from shared.platform.failpoints import EMBED_DOCUMENTS
+from shared.platform.redis_runtime import embedded_client_url, ensure_redis, free_port
+from shared.platform.settings import Settings
+from shared.records.commands import SaveCommand
 
 COUNTDOWN_S = 12.0
 

@@ -11,18 +11,18 @@ import pytest
 import redis
 from pydantic import ValidationError
 
-from shared import failpoints
-from shared.errors import (
+from shared.memories.locks import _HOST, user_lock
+from shared.platform import failpoints
+from shared.platform.errors import (
     ConfigurationError,
     EmbedderUnavailable,
     LockTimeout,
     StoreUnavailable,
 )
-from shared.locks import _HOST, user_lock
-from shared.models import Owner
-from shared.queue.task_base import unavailable
-from shared.redis_runtime import ensure_redis, free_port
-from shared.settings import Settings
+from shared.platform.redis_runtime import ensure_redis, free_port
+from shared.platform.settings import Settings
+from shared.records.models import Owner
+from workers.task_base import unavailable
 
 
 def test_visibility_timeout_is_minutes_and_limits_stay_below_it(tmp_path: Path) -> None:

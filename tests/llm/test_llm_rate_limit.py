@@ -1,7 +1,7 @@
 """`MEMORYD_LLM_RATE_LIMIT` throttles LLM extraction tasks, in the embedded stack's llm worker
 and in a server-mode `memoryd worker`.
 
-The limit is Celery's task `rate_limit` (set on `LLMTask`, shared/queue/llm_task.py), a token
+The limit is Celery's task `rate_limit` (set on `LLMTask`, workers/llm_task.py), a token
 bucket of capacity 1 held by each worker's consumer: one task start per interval per
 worker, however many threads or pool processes that worker has. So the fake model's
 requests must arrive at least one interval apart. That is a lower bound Celery guarantees,

@@ -10,7 +10,7 @@ import pytest
 
 from ops.bench import parse_args
 from ops.bench_common import drop_memoryd_environment, use_e5_engine
-from shared.settings import get_settings
+from shared.platform.settings import get_settings
 
 
 @pytest.fixture

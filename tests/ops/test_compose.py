@@ -307,7 +307,7 @@ def test_celery_app_paths_import(services: dict[str, dict[str, Any]], dockerfile
     for _, argv in _all_argvs(services, dockerfile):
         for args in _invocations(argv, "celery"):
             paths.update(_option_values(args, "-A", "--app"))
-    assert "shared.queue.celery_app:app" in paths, f"celery app paths used: {paths}"
+    assert "shared.jobs.celery_app:app" in paths, f"celery app paths used: {paths}"
     for path in paths:
         module, _, attr = path.partition(":")
         try:
@@ -318,7 +318,7 @@ def test_celery_app_paths_import(services: dict[str, dict[str, Any]], dockerfile
 
 
 def test_workers_consume_every_queue(services: dict[str, dict[str, Any]]) -> None:
-    from shared.queue.names import QueueName
+    from shared.jobs.names import QueueName
 
     known = {queue.value for queue in QueueName}
     consumed: set[str] = set()
@@ -333,7 +333,7 @@ def test_workers_consume_every_queue(services: dict[str, dict[str, Any]]) -> Non
 
 
 def test_memoryd_environment_variables_are_settings(services: dict[str, dict[str, Any]]) -> None:
-    from shared.settings import Settings
+    from shared.platform.settings import Settings
 
     fields = {f"MEMORYD_{name.upper()}" for name in Settings.model_fields}
     for name, service in services.items():

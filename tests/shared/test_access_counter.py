@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from shared.access import AccessCounter
-from shared.models import Owner
-from shared.redis_runtime import free_port
+from shared.platform.redis_runtime import free_port
+from shared.platform.settings import Settings
+from shared.records.models import Owner
+from shared.retrieval.access import AccessCounter
 from shared.runtime import Runtime
-from shared.settings import Settings
 
 OWNER = Owner(tenant_id="tenant-x", user_id="user-x")
 

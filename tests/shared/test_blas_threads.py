@@ -10,9 +10,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 _CHILD = """
 import ctypes
-from shared.native_libs import loaded_libraries
+from shared.embeddings.e5.native_libs import loaded_libraries
 from shared.runtime import Runtime
-from shared.settings import Settings
+from shared.platform.settings import Settings
 
 def threads():
     out = []

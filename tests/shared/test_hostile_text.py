@@ -20,12 +20,12 @@ from hypothesis import strategies as st
 
 from ops import bench_hostile
 from ops.hostile_corpus import fill, hostile_corpus
-from shared import redaction
-from shared.extract import rules_patterns as p
-from shared.extract.rules import extract_rules
-from shared.keywords import keyword_vector
-from shared.redaction import found_secrets, redact
-from shared.settings import Settings
+from shared.extraction import redaction
+from shared.extraction import rules_patterns as p
+from shared.extraction.redaction import found_secrets, redact
+from shared.extraction.rules import extract_rules
+from shared.platform.settings import Settings
+from shared.retrieval.keywords import keyword_vector
 
 MAX_BYTES = Settings().max_message_bytes
 RATIO = 10.0
@@ -178,7 +178,7 @@ def test_control_characters_are_refused_exactly_as_before() -> None:
     # strict text fields (queries, identifiers); message content drops them instead.
     from pydantic import TypeAdapter
 
-    from shared.schemas import Message, Text
+    from shared.records.schemas import Message, Text
 
     strict = TypeAdapter(Text)
     for code in range(0x80):

@@ -9,19 +9,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
-from shared.keywords import (
-    STOPWORDS,
-    keyword_vector,
-    query_keyword_vector,
-    token_id,
-    tokenize,
-)
-from shared.schemas import (
+from shared.records.schemas import (
     ContextRequest,
     InteractionRequest,
     SaveRequest,
     SearchRequest,
     UpdateRequest,
+)
+from shared.retrieval.keywords import (
+    STOPWORDS,
+    keyword_vector,
+    query_keyword_vector,
+    token_id,
+    tokenize,
 )
 
 PROFILE = settings(max_examples=200, derandomize=True, deadline=None, database=None,

@@ -1,4 +1,5 @@
-"""Fusion and rescoring (shared/scoring.py): per payload, and column-wise over candidates."""
+"""Fusion and rescoring (shared/retrieval/scoring.py): per payload, and column-wise over
+candidates."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from shared.schemas import SearchMode
-from shared.scoring import (
+from shared.records.schemas import SearchMode
+from shared.retrieval.scoring import (
     BOOSTS,
     Candidates,
     ListScores,

@@ -15,9 +15,9 @@ from click.testing import Result
 from conftest import KEY_A
 from typer.testing import CliRunner
 
-from shared.cli_ops import Checkpoint, read_import_file
-from shared.redis_runtime import free_port
+from shared.platform.redis_runtime import free_port
 from workers.cli import app
+from workers.cli_ops import Checkpoint, read_import_file
 
 Invoke = Callable[..., Result]
 

@@ -8,8 +8,8 @@ import pytest
 from conftest import redis_db_url
 from typer.testing import CliRunner
 
-from shared.api_keys import ApiKeyStore
-from shared.auth import key_digest
+from shared.tenancy.api_keys import ApiKeyStore
+from shared.tenancy.auth import key_digest
 from workers.cli import app
 
 

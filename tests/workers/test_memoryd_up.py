@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 from up_process import start_up, wait_ready
 
-from shared.redis_runtime import free_port, redis_reachable
+from shared.platform.redis_runtime import free_port, redis_reachable
 from workers.cli import app as cli_app
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 from helpers import wait_job
 
-from shared.queue.names import QUEUE_OF, TaskName
+from shared.jobs.names import QUEUE_OF, TaskName
 
 
 def count(api: httpx.Client, user: str) -> int:

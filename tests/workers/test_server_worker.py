@@ -7,8 +7,8 @@ import subprocess
 import sys
 import time
 
-from shared.queue.celery_app import create_app
-from shared.settings import Settings
+from shared.jobs.celery_app import create_app
+from shared.platform.settings import Settings
 
 
 def test_worker_process_starts_and_answers_ping(redis_server: str) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from celery import Celery
 
-from shared.queue.celery_app import configure
-from shared.queue.names import QUEUE_OF, TaskName
-from shared.settings import Settings
+from shared.jobs.celery_app import configure
+from shared.jobs.names import QUEUE_OF, TaskName
+from shared.platform.settings import Settings
 from workers.process import worker_argv
 
 

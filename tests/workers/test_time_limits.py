@@ -21,11 +21,11 @@ from pydantic import ValidationError
 
 from ops.chaos_embedded import running
 from ops.chaos_procs import UpStack
-from shared.failpoints import EMBED_DOCUMENTS
-from shared.queue.celery_app import create_app as create_celery_app
-from shared.queue.names import QUEUE_OF, TaskName
-from shared.redis_runtime import embedded_client_url
-from shared.settings import Settings
+from shared.jobs.celery_app import create_app as create_celery_app
+from shared.jobs.names import QUEUE_OF, TaskName
+from shared.platform.failpoints import EMBED_DOCUMENTS
+from shared.platform.redis_runtime import embedded_client_url
+from shared.platform.settings import Settings
 
 
 def _stack(tmp_path: Path, **settings: object) -> UpStack:

@@ -8,7 +8,7 @@ import pytest
 from conftest import KEY_A
 
 from shared.client import AsyncMemorydClient, BadRequest, NotFound
-from shared.schemas import SaveResult
+from shared.records.schemas import SaveResult
 
 
 def test_async_round_trip(base_url: str, user: str) -> None:

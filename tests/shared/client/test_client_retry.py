@@ -13,9 +13,9 @@ import pytest
 from live_gateway import gateway
 
 from shared.client import MemorydClient, NotFound, RetryPolicy, Unavailable
-from shared.redis_runtime import ensure_redis, free_port
-from shared.retry_after import retry_after
-from shared.settings import Settings
+from shared.platform.redis_runtime import ensure_redis, free_port
+from shared.platform.retry_after import retry_after
+from shared.platform.settings import Settings
 
 
 def test_retry_after_is_honoured_in_both_forms() -> None:

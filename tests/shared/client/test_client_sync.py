@@ -17,10 +17,10 @@ from shared.client import (
     NotFound,
     Unauthorized,
 )
-from shared.locks import user_lock
-from shared.models import Owner
-from shared.redis_runtime import free_port
-from shared.schemas import JobAccepted, MemoryView, SaveResult
+from shared.memories.locks import user_lock
+from shared.platform.redis_runtime import free_port
+from shared.records.models import Owner
+from shared.records.schemas import JobAccepted, MemoryView, SaveResult
 
 
 @pytest.fixture()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.embeddings.e5_engine import (
+from shared.embeddings.e5.engine import (
     FLAGS,
     KERNELS,
     MIN_COSINE,

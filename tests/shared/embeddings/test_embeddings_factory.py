@@ -10,8 +10,8 @@ import pytest
 from shared.embeddings import Embedder, make_embedder
 from shared.embeddings.local import E5Embedder, UseEmbedder
 from shared.embeddings.remote import OllamaEmbedder, OpenAIEmbedder
-from shared.errors import ConfigurationError
-from shared.settings import Settings
+from shared.platform.errors import ConfigurationError
+from shared.platform.settings import Settings
 
 HAS_ST = importlib.util.find_spec("sentence_transformers") is not None
 

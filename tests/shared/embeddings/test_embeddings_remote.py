@@ -18,8 +18,8 @@ from fake_embedding_server import (
 )
 
 from shared.embeddings.remote import HttpEmbedder, OllamaEmbedder, OpenAIEmbedder
-from shared.errors import ConfigurationError, EmbedderError, EmbedderUnavailable
-from shared.settings import Settings
+from shared.platform.errors import ConfigurationError, EmbedderError, EmbedderUnavailable
+from shared.platform.settings import Settings
 
 TEXTS = ["I live in Berlin", "我养了一只叫豆豆的猫", "mixed 中文 and English", "four", "five"]
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from shared.embeddings.local import SentenceTransformersEmbedder
-from shared.errors import ConfigurationError
+from shared.platform.errors import ConfigurationError
 
 STAND_IN = textwrap.dedent(
     """

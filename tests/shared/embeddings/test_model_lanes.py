@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from shared.embeddings.e5.lanes import ModelLanes, default_lane_nice, openmp_team_setter
 from shared.embeddings.local import E5Embedder
-from shared.embeddings.model_lanes import ModelLanes, default_lane_nice, openmp_team_setter
 
 
 class Teams:

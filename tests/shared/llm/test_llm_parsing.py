@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from shared.extract.forget_intent import has_forget_intent
-from shared.extract.operations import Said, validate_operations
-from shared.llm.reply_parsing import parse_json_object
-from shared.models import MemoryRecord
+from shared.extraction.forget_intent import has_forget_intent
+from shared.extraction.operations import Said, validate_operations
+from shared.extraction.reply_parsing import parse_json_object
+from shared.records.models import MemoryRecord
 
 
 @pytest.mark.parametrize("text", [

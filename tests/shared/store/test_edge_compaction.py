@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.models import AuditEvent, MemoryRecord, Owner
+from shared.records.models import AuditEvent, MemoryRecord, Owner
 from shared.store import DENSE, PointData, VectorQuery
 from shared.store.edge import EdgeStore
 

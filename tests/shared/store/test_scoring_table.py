@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.models import Owner
+from shared.records.models import Owner
 from shared.store import DENSE, PointData, VectorQuery
 from shared.store.edge import EdgeStore
 from shared.store.scoring_table import (

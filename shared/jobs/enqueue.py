@@ -1,0 +1,58 @@
+"""The gateway's only way to change memories: record a job, then enqueue its task by name."""
+
+from __future__ import annotations
+
+import uuid
+
+from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
+
+from shared.jobs.names import TaskName
+from shared.jobs.send import send
+from shared.platform.errors import IdempotencyConflict, QueueUnavailable
+from shared.records.commands import Command
+from shared.records.identity import job_id_for, request_digest
+from shared.records.models import JobStatus
+from shared.records.schemas import JobAccepted
+from shared.runtime import Runtime
+
+
+def submit(
+    rt: Runtime, task: TaskName, command: Command, idempotency_key: str | None = None
+) -> JobAccepted:
+    """Enqueue once per idempotency key of one user and one operation (the task).
+
+    The key's job records the digest of the command (without its request id and arrival
+    time): the same key with the same request gets the first job back, in its current
+    status; with another request it is refused (409 `idempotency_conflict`), so a reused
+    key never silently drops a turn. Without a key every call is a new job.
+    """
+    tenant = command.tenant_id
+    digest = ""
+    if idempotency_key:
+        job_id = job_id_for(tenant, command.user_id, task.value, idempotency_key)
+        digest = request_digest(
+            command.model_dump(mode="json", exclude={"request_id", "received_at"}))
+    else:
+        job_id = str(uuid.uuid4())
+    try:
+        if not rt.jobs.create(job_id, tenant, task.value, command.request_id,
+                              command.user_id, digest):
+            first = rt.jobs.digest(job_id)
+            if first is not None and first != digest:
+                raise IdempotencyConflict(
+                    f"idempotency_key {idempotency_key!r} was used for another request by "
+                    "this user; use a new key for a new request", field="idempotency_key")
+            return JobAccepted(job_id=job_id, status=rt.jobs.get(job_id, tenant).status)
+    except RedisError as exc:
+        raise QueueUnavailable(f"the queue is unreachable: {exc}") from exc
+    try:
+        send(rt.celery, task, {"command": command.model_dump(mode="json")}, job_id)
+    except (OperationalError, RedisError, OSError) as exc:
+        try:
+            rt.jobs.discard(job_id)
+        except RedisError:
+            pass
+        raise QueueUnavailable(f"the queue is unreachable: {exc}") from exc
+    return JobAccepted(job_id=job_id, status=JobStatus.QUEUED)
+

@@ -1,0 +1,349 @@
+"""Job state in Redis: what `GET /v1/jobs/{id}` reports, written by the gateway and the task."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import Mapping
+from typing import Any, cast
+
+import redis
+import redis.asyncio as aioredis
+
+from shared.jobs.forgetting import EPOCH, blank_text, epoch_key, user_jobs_key
+from shared.platform.errors import NotFound
+from shared.records.models import JobStatus, utcnow
+from shared.records.schemas import JobView
+
+_FINAL = {JobStatus.SUCCEEDED.value, JobStatus.FAILED.value}
+
+# One round trip each, on the two hot paths (enqueue, and a task starting).
+_CREATE = """
+if redis.call('HSETNX', KEYS[1], 'tenant_id', ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'queued', 'attempts', 0, 'kind', ARGV[2],
+           'request_id', ARGV[3], 'created_at', ARGV[4], 'updated_at', ARGV[4])
+if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'digest', ARGV[9]) end
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+if ARGV[6] ~= '' then
+  -- The user's forget epoch now: a later forget covers this job (shared/jobs/forgetting.py).
+  redis.call('HSET', KEYS[1], 'user_id', ARGV[6],
+             'forget_epoch', redis.call('GET', KEYS[2]) or '0')
+  redis.call('ZADD', KEYS[3], ARGV[7], ARGV[8])
+  redis.call('EXPIRE', KEYS[3], ARGV[5])
+end
+return 1
+"""
+_BEGIN = """
+if redis.call('HGET', KEYS[1], 'status') == 'succeeded' then
+  return redis.call('HGET', KEYS[1], 'result') or '{}'
+end
+redis.call('HINCRBY', KEYS[1], 'attempts', 1)
+redis.call('HSET', KEYS[1], 'status', 'running', 'updated_at', ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return false
+"""
+
+# Forgotten since accepted: the user's epoch moved past the one the job recorded.
+_FORGOTTEN_SINCE = """
+local function forgotten_since()
+  local user = redis.call('HGET', KEYS[1], 'user_id')
+  local tenant = redis.call('HGET', KEYS[1], 'tenant_id')
+  local accepted = redis.call('HGET', KEYS[1], 'forget_epoch')
+  if not user or not tenant or not accepted then return false end
+  local now = tonumber(redis.call('GET', ARGV[#ARGV] .. tenant .. ':' .. user) or '0')
+  return now > tonumber(accepted)
+end
+"""
+# A result stored after a forget that came after the job was accepted has its texts blanked.
+_SUCCEED = _FORGOTTEN_SINCE + """
+local result = ARGV[1]
+if forgotten_since() then result = ARGV[2] end
+redis.call('HSET', KEYS[1], 'status', 'succeeded', 'result', result, 'error', '',
+           'updated_at', ARGV[3])
+redis.call('HDEL', KEYS[1], 'payload')
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+return 1
+"""
+
+# Failing also files the job in its tenant's failed-jobs index (score: the time it failed)
+# and keeps the task's arguments, so `POST /v1/jobs/{id}/retry` can send them again.
+# A job accepted before a later forget keeps no arguments: they may hold what it removed.
+_FAIL = _FORGOTTEN_SINCE + """
+redis.call('HSET', KEYS[1], 'status', 'failed', 'error', ARGV[1], 'updated_at', ARGV[2],
+           'failed_at', ARGV[2])
+if ARGV[3] ~= '' and not forgotten_since() then
+  redis.call('HSET', KEYS[1], 'payload', ARGV[3])
+end
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+local tenant = redis.call('HGET', KEYS[1], 'tenant_id')
+if tenant then redis.call('ZADD', ARGV[6] .. tenant, ARGV[4], ARGV[7]) end
+return 1
+"""
+FAILED_INDEX = "memoryd:jobs:failed:"
+# A job that reached a final state publishes its id here: gateways waiting on it wake up.
+DONE_CHANNEL = "memoryd:jobs:done"
+
+# A job's running lease (`memoryd:job:<id>:lease`, holding the holder's token): taken
+# before a run, renewed while it runs, dropped after it; only the holder renews or drops it.
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+_DROP = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def failed_index(tenant_id: str) -> str:
+    return FAILED_INDEX + tenant_id
+
+
+class JobStore:
+    def __init__(self, client: redis.Redis, ttl_s: int) -> None:
+        self._r = client
+        self._ttl = ttl_s
+        self._create = client.register_script(_CREATE)
+        self._begin = client.register_script(_BEGIN)
+        self._fail = client.register_script(_FAIL)
+        self._succeed = client.register_script(_SUCCEED)
+        self._renew = client.register_script(_RENEW)
+        self._drop = client.register_script(_DROP)
+
+    @staticmethod
+    def _key(job_id: str) -> str:
+        return f"memoryd:job:{job_id}"
+
+    def create(
+        self, job_id: str, tenant_id: str, kind: str, request_id: str | None,
+        user_id: str | None = None, digest: str = "",
+    ) -> bool:
+        """Claim the id; False when it already exists (the same idempotency key). With the
+        user, the job records their forget epoch and joins their job index.
+
+        `digest`: the request's digest (`shared.records.identity.request_digest`), kept so a repeat
+        of the key can be told apart from another request under the same key.
+        """
+        now = utcnow()
+        args: list[str | int | float] = [tenant_id, kind, request_id or "", now.isoformat(),
+                                          self._ttl, user_id or "", now.timestamp(), job_id,
+                                          digest]
+        keys = [self._key(job_id), epoch_key(tenant_id, user_id or ""),
+                user_jobs_key(tenant_id, user_id or "")]
+        return bool(self._create(keys=keys, args=args))
+
+    def digest(self, job_id: str) -> str | None:
+        """The digest the job was created with; None when it has none (or is gone)."""
+        value = self._r.hget(self._key(job_id), "digest")
+        if value is None:
+            return None
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    def discard(self, job_id: str) -> None:
+        self._r.delete(self._key(job_id))
+
+    def _set(self, job_id: str, **fields: str) -> None:
+        fields["updated_at"] = utcnow().isoformat()
+        pipe = self._r.pipeline(transaction=False)
+        pipe.hset(self._key(job_id), mapping=cast(Mapping[Any, Any], fields))
+        pipe.expire(self._key(job_id), self._ttl)
+        pipe.execute()
+
+    def begin(self, job_id: str) -> dict[str, Any] | None:
+        """Mark a run started; a job that already succeeded returns its result instead."""
+        done = self._begin(keys=[self._key(job_id)], args=[utcnow().isoformat(), self._ttl])
+        if done is None:
+            return None
+        result: dict[str, Any] = json.loads(done)
+        return result
+
+    def mark_retrying(self, job_id: str, error: dict[str, Any]) -> None:
+        self._set(job_id, status=JobStatus.RETRYING.value, error=json.dumps(error))
+
+    def mark_succeeded(self, job_id: str, result: dict[str, Any]) -> None:
+        # A retried job's kept arguments are no longer needed once it succeeds.
+        args: list[str | int] = [json.dumps(result), json.dumps(blank_text(result)),
+                                 utcnow().isoformat(), self._ttl, EPOCH]
+        self._succeed(keys=[self._key(job_id)], args=args)
+        self._r.publish(DONE_CHANNEL, job_id)
+
+    def mark_failed(
+        self, job_id: str, error: dict[str, Any], payload: dict[str, Any] | None = None
+    ) -> None:
+        now = utcnow()
+        args: list[str | int | float] = [
+            json.dumps(error), now.isoformat(), json.dumps(payload) if payload else "",
+            now.timestamp(), self._ttl, FAILED_INDEX, job_id, EPOCH,
+        ]
+        self._fail(keys=[self._key(job_id)], args=args)
+        self._r.publish(DONE_CHANNEL, job_id)
+
+    def set_progress(self, job_id: str, progress: dict[str, Any]) -> None:
+        """How far a long job is (re-embedding: phase, done / total)."""
+        self._set(job_id, progress=json.dumps(progress))
+
+    def _raw(self, job_id: str) -> dict[str, str]:
+        return {
+            (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+            for k, v in self._r.hgetall(self._key(job_id)).items()
+        }
+
+    def peek(self, job_id: str) -> JobView | None:
+        """The job whatever its tenant: for the worker, never for a caller."""
+        raw = self._raw(job_id)
+        return self._view(job_id, raw) if raw.get("status") else None
+
+    def get(self, job_id: str, tenant_id: str) -> JobView:
+        raw = self._raw(job_id)
+        if not raw or raw.get("tenant_id") != tenant_id:
+            raise NotFound(f"no job {job_id}", field="job_id")
+        return self._view(job_id, raw)
+
+    @staticmethod
+    def view_of(job_id: str, raw: Mapping[Any, Any], tenant_id: str) -> JobView:
+        """A job hash as read from Redis, for its tenant only (else 404, as `get`)."""
+        fields = {(k.decode() if isinstance(k, bytes) else k):
+                  (v.decode() if isinstance(v, bytes) else v) for k, v in raw.items()}
+        if not fields or fields.get("tenant_id") != tenant_id:
+            raise NotFound(f"no job {job_id}", field="job_id")
+        return JobStore._view(job_id, fields)
+
+    @staticmethod
+    def _view(job_id: str, raw: dict[str, str]) -> JobView:
+        return JobView(
+            job_id=job_id,
+            status=JobStatus(raw.get("status", JobStatus.QUEUED.value)),
+            kind=raw.get("kind", ""),
+            attempts=int(raw.get("attempts", 0)),
+            result=json.loads(raw["result"]) if raw.get("result") else None,
+            error=json.loads(raw["error"]) if raw.get("error") else None,
+            progress=json.loads(raw["progress"]) if raw.get("progress") else None,
+            created_at=raw.get("created_at"),
+            updated_at=raw.get("updated_at"),
+        )
+
+    def wait(self, job_id: str, tenant_id: str, timeout_s: float) -> JobView:
+        """Poll until the job ends or the time runs out; returns the last view."""
+        deadline = time.monotonic() + timeout_s
+        delay = 0.005
+        while True:
+            view = self.get(job_id, tenant_id)
+            if view.status.value in _FINAL or time.monotonic() >= deadline:
+                return view
+            time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
+            delay = min(delay * 1.5, 0.05)
+
+    @staticmethod
+    def _lease_key(job_id: str) -> str:
+        return f"memoryd:job:{job_id}:lease"
+
+    def take_lease(self, job_id: str, token: str, ttl_s: float) -> float | None:
+        """Take the job's running lease; None when taken, else the seconds until the
+        current holder's lease ends unless renewed."""
+        key = self._lease_key(job_id)
+        if self._r.set(key, token, nx=True, px=max(1, int(ttl_s * 1000))):
+            return None
+        left_ms = int(self._r.pttl(key))
+        return max(left_ms, 0) / 1000.0
+
+    def renew_lease(self, job_id: str, token: str, ttl_s: float) -> bool:
+        """Extend the lease this token holds; False when it no longer holds it."""
+        args: list[str | int] = [token, max(1, int(ttl_s * 1000))]
+        return bool(self._renew(keys=[self._lease_key(job_id)], args=args))
+
+    def drop_lease(self, job_id: str, token: str) -> None:
+        self._drop(keys=[self._lease_key(job_id)], args=[token])
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class AsyncJobWaiter:
+    """Reads and waits for jobs on the event loop, so a waiting request holds no thread.
+
+    One Redis subscription to `DONE_CHANNEL` per waiter wakes the requests waiting on a
+    job when it ends; each also re-reads the job about every `poll_s`, so a lost notification
+    (or a worker of an older version, which publishes none) only delays the answer.
+    Built for one event loop: the gateway's.
+    """
+
+    def __init__(self, client: aioredis.Redis, poll_s: float = 2.0) -> None:
+        self._r = client
+        self._poll_s = poll_s
+        self._waiting: dict[str, set[asyncio.Event]] = {}
+        self._listener: asyncio.Task[None] | None = None
+
+    @classmethod
+    def from_url(cls, url: str, timeout_s: float, poll_s: float = 2.0) -> AsyncJobWaiter:
+        client = aioredis.Redis.from_url(url, socket_timeout=timeout_s,
+                                         socket_connect_timeout=timeout_s)
+        return cls(client, poll_s)
+
+    async def get(self, job_id: str, tenant_id: str) -> JobView:
+        raw = await self._r.hgetall(f"memoryd:job:{job_id}")
+        return JobStore.view_of(job_id, raw, tenant_id)
+
+    async def wait(self, job_id: str, tenant_id: str, timeout_s: float) -> JobView:
+        """The job once it ends, or as it is when `timeout_s` runs out."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        woken = asyncio.Event()
+        self._waiting.setdefault(job_id, set()).add(woken)
+        try:
+            self._listen()
+            key = f"memoryd:job:{job_id}"
+            while True:
+                # Registered before the read: an end published after it still wakes us.
+                woken.clear()
+                owner, status = await self._r.hmget(key, ["tenant_id", "status"])
+                left = deadline - loop.time()
+                if owner is None or _text(owner) != tenant_id or left <= 0 or (
+                        status is not None and _text(status) in _FINAL):
+                    return await self.get(job_id, tenant_id)  # the whole job, or 404
+                # Jittered, so waits that began together do not re-read all at once.
+                pause = self._poll_s * random.uniform(0.5, 1.5)
+                try:
+                    await asyncio.wait_for(woken.wait(), min(left, pause))
+                except TimeoutError:
+                    pass
+        finally:
+            events = self._waiting.get(job_id)
+            if events is not None:
+                events.discard(woken)
+                if not events:
+                    del self._waiting[job_id]
+
+    def _listen(self) -> None:
+        if self._listener is None or self._listener.done():
+            self._listener = asyncio.get_running_loop().create_task(
+                self._run_listener(), name="job-done-listener")
+
+    async def _run_listener(self) -> None:
+        while True:
+            try:
+                async with self._r.pubsub(ignore_subscribe_messages=True) as pubsub:
+                    await pubsub.subscribe(DONE_CHANNEL)
+                    while True:
+                        message = await pubsub.get_message(timeout=1.0)
+                        if message is None:
+                            continue
+                        data = message.get("data")
+                        job_id = data.decode() if isinstance(data, bytes) else str(data)
+                        for event in self._waiting.get(job_id, ()):
+                            event.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # Redis away: waiters still poll; subscribe again shortly.
+                await asyncio.sleep(1.0)
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            try:
+                await self._listener
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._listener = None
+        await self._r.aclose()

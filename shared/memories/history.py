@@ -1,0 +1,29 @@
+"""A memory's history: every version's audit events, oldest first (read path)."""
+
+from __future__ import annotations
+
+import uuid
+
+from shared.memories.conflicts import version_chain
+from shared.platform.errors import NotFound
+from shared.records.models import Owner
+from shared.records.schemas import HistoryEvent, MemoryHistory
+from shared.runtime import Runtime
+
+
+def memory_history(rt: Runtime, owner: Owner, memory_id: str) -> MemoryHistory:
+    try:
+        uuid.UUID(memory_id)
+    except ValueError:
+        raise NotFound(f"no memory {memory_id}", field="memory_id") from None
+    # A deleted memory has no point left, only its trail (without content).
+    versions = version_chain(rt.store, owner, memory_id) or [memory_id]
+    events = [e for mid in versions for e in rt.store.audit_of(owner, mid)]
+    if not events:
+        raise NotFound(f"no memory {memory_id}", field="memory_id")
+    events.sort(key=lambda e: e.at)
+    return MemoryHistory(
+        memory_id=memory_id, versions=versions,
+        events=[HistoryEvent.model_validate(e.model_dump(include=set(HistoryEvent.model_fields)))
+                for e in events],
+    )

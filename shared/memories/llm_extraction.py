@@ -1,0 +1,294 @@
+"""LLM extraction: redact → show the model the interaction and similar memories → validate
+its operations → resolve conflicts → write.
+
+Everything that can fail for a reason outside the store (the model call, its reply, the
+judge) happens before the first write, so a failed job leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shared.extraction.ask import ask_json
+from shared.extraction.forget_intent import has_forget_intent
+from shared.extraction.llm_prompt import extraction_messages
+from shared.extraction.operations import (
+    Action,
+    Dropped,
+    Planned,
+    ReplyShape,
+    Said,
+    validate_operations,
+)
+from shared.extraction.redaction import redact
+from shared.jobs.forgetting import ForgetSpan, record_forget, refuse_forgotten
+from shared.memories.conflicts import Verdict, conflict_band, in_band, judge, version_chain
+from shared.memories.reads import visibility
+from shared.memories.writes import MemoryWriter, range_conditions, same_numbers
+from shared.platform import failpoints
+from shared.platform.errors import ExtractorUnavailable
+from shared.records.candidate import Candidate
+from shared.records.commands import IngestCommand
+from shared.records.identity import content_hash, memory_id
+from shared.records.models import AuditEvent, MemoryRecord, MemoryType, Owner, Role, Source, utcnow
+from shared.records.schemas import Message
+from shared.retrieval.keywords import keyword_vector
+from shared.store import PointData
+from shared.store.conditions import Match
+
+ACTOR = "llm"
+
+
+@dataclass
+class Step:
+    """One validated operation, resolved against the store, ready to apply."""
+
+    action: str  # ADD | UPDATE | DELETE | NOOP
+    planned: Planned
+    target: MemoryRecord | None = None
+    vector: np.ndarray | None = None
+    verdict: Verdict | None = None
+    conflicts_with: MemoryRecord | None = None
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+def _operations(data: dict[str, Any]) -> list[Any]:
+    return ReplyShape.model_validate(data).operations
+
+
+def redacted_messages(cmd: IngestCommand) -> list[Message]:
+    return [m.model_copy(update={"content": redact(m.content)}) for m in cmd.messages]
+
+
+class LLMExtraction:
+    def __init__(self, writer: MemoryWriter) -> None:
+        self.writer = writer
+        self.rt = writer.rt
+        self.settings = writer.settings
+        client, judge_client = self.rt.llm, self.rt.judge_llm
+        if client is None or judge_client is None:
+            raise ExtractorUnavailable("LLM extraction is not configured", field="extract")
+        self.client = client
+        self.judge_client = judge_client
+
+    def run(self, cmd: IngestCommand, job_id: str) -> dict[str, Any]:
+        messages = redacted_messages(cmd)
+        users = [m for m in messages if m.role is Role.USER]
+        if not users:
+            return self._result([], [])
+        when = max(m.created_at or cmd.received_at for m in users)
+        aliases = self._similar(cmd.owner, cmd, "\n".join(m.content for m in users))
+        # Fault drills stop here, mid-call, so a worker can be killed during the LLM call.
+        failpoints.reach(failpoints.LLM_EXTRACT)
+        raw_ops = ask_json(
+            self.client, extraction_messages(messages, when, aliases),
+            self.settings.llm_parse_retries, _operations, "extraction",
+        )
+        said = Said.of([m.content for m in users],
+                       [m.content for m in messages if m.role is Role.ASSISTANT])
+        planned, dropped = validate_operations(
+            raw_ops, aliases, has_forget_intent(users[-1].content),
+            self.settings.llm_min_confidence, said,
+        )
+        steps = self._resolve(cmd, planned)
+        for step in steps:
+            self._apply(cmd, step, when, job_id)
+        return self._result(steps, dropped)
+
+    # ---- before any write ----------------------------------------------------
+
+    def _similar(self, owner: Owner, cmd: IngestCommand, text: str) -> dict[str, MemoryRecord]:
+        """This user's current memories nearest the interaction, under aliases m1, m2, …"""
+        if self.settings.llm_max_existing == 0:
+            return {}
+        vector = self.rt.embedder.embed_query(text)
+        conds = [*visibility(None, cmd.project), Match("state", "active")]
+        hits = self.rt.store.search(owner, vector.tolist(), conds,
+                                    limit=self.settings.llm_max_existing)
+        return {f"m{i}": MemoryRecord.from_payload(p.id, p.payload)
+                for i, p in enumerate(hits, start=1)}
+
+    def _resolve(self, cmd: IngestCommand, planned: list[Planned]) -> list[Step]:
+        writing = [p for p in planned if p.op.action is not Action.DELETE]
+        vectors = self.writer._embed([p.content for p in writing]) if writing else None
+        vector_of = {p.index: vectors[i] for i, p in enumerate(writing)} if vectors is not None \
+            else {}
+        steps = []
+        for p in planned:
+            if p.op.action is Action.DELETE:
+                steps.append(Step("DELETE", p, target=p.target))
+            elif p.op.action is Action.UPDATE:
+                steps.append(Step("UPDATE", p, target=p.target, vector=vector_of[p.index]))
+            else:
+                steps.append(self._judged(cmd, p, vector_of[p.index]))
+        return steps
+
+    def _judged(self, cmd: IngestCommand, p: Planned, vector: np.ndarray) -> Step:
+        """An ADD whose nearest memory is in the conflict band gets the judge's verdict."""
+        conds = [*range_conditions(cmd.scope, cmd.project), Match("state", "active")]
+        near = self.rt.store.search(cmd.owner, vector.tolist(), conds, limit=1)
+        if not near:
+            return Step("ADD", p, vector=vector)
+        nearest = MemoryRecord.from_payload(near[0].id, near[0].payload)
+        if nearest.content_hash == content_hash(p.content):
+            return Step("ADD", p, vector=vector)  # the writer reports the exact duplicate
+        band = conflict_band(self.settings, self.rt.embedder.name)
+        if not in_band(near[0].score, band, not same_numbers(p.content, nearest.content)):
+            return Step("ADD", p, vector=vector)
+        verdict = judge(self.judge_client, nearest.content, p.content,
+                        self.settings.llm_parse_retries)
+        if verdict is Verdict.SAME_FACT:
+            return Step("NOOP", p, target=nearest, vector=vector, verdict=verdict)
+        if verdict is Verdict.UPDATE_OLD:
+            return Step("UPDATE", p, target=nearest, vector=vector, verdict=verdict)
+        if verdict is Verdict.CONFLICT:
+            return Step("ADD", p, vector=vector, verdict=verdict, conflicts_with=nearest)
+        return Step("ADD", p, vector=vector, verdict=verdict)
+
+    # ---- writes ----------------------------------------------------------------
+
+    def _candidate(self, cmd: IngestCommand, step: Step, when: Any) -> Candidate:
+        op = step.planned.op
+        kind = op.type or (step.target.type if step.target else MemoryType.SEMANTIC)
+        return Candidate(
+            content=step.planned.content, type=kind, occurred_at=when,
+            source=Source.INTERACTION,
+            category=op.category or (step.target.category if step.target else None),
+            importance=op.importance or (step.target.importance if step.target else 5),
+            confidence=op.confidence, thread_id=cmd.thread_id,
+            metadata={**(cmd.metadata or {}), "extracted_by": ACTOR},
+        )
+
+    def _apply(self, cmd: IngestCommand, step: Step, when: Any, job_id: str) -> None:
+        owner = cmd.owner
+        report: dict[str, Any] = {"action": step.action, "operation": step.planned.index}
+        if step.verdict is not None:
+            report["verdict"] = step.verdict.value
+        if step.action == "ADD":
+            assert step.vector is not None
+            [result] = self.writer.write(owner, cmd.scope, cmd.project,
+                                         [self._candidate(cmd, step, when)], job_id,
+                                         vectors=step.vector[None, :])
+            report.update(outcome=result.outcome.value, memory_id=result.memory.id,
+                          content=result.memory.content)
+            if result.duplicate_of:
+                report["duplicate_of"] = result.duplicate_of
+            if step.conflicts_with is not None and result.outcome.value == "added":
+                self._mark_conflict(owner, result.memory, step.conflicts_with)
+                report["conflicts_with"] = step.conflicts_with.id
+        elif step.action == "UPDATE":
+            assert step.target is not None
+            report.update(self._supersede(cmd, step, when, job_id))
+        elif step.action == "DELETE":
+            assert step.target is not None
+            report.update(self._delete(owner, step.target, job_id))
+        else:
+            assert step.target is not None
+            report.update(self._refresh(owner, step.target, job_id))
+        step.report = report
+
+    def _supersede(self, cmd: IngestCommand, step: Step, when: Any, job_id: str) -> dict[str, Any]:
+        """The new content becomes a new version; the old one stays, marked, out of search."""
+        owner, store = cmd.owner, self.rt.store
+        assert step.target is not None and step.vector is not None
+        with self.writer._lock(owner):
+            found = store.get(owner, [step.target.id])
+            if not found or found[0].payload.get("state") == "superseded":
+                return {"outcome": "skipped", "memory_id": step.target.id,
+                        "reason": "the target is no longer a current memory"}
+            old = MemoryRecord.from_payload(found[0].id, found[0].payload)
+            refuse_forgotten(self.rt.redis, owner, old.scope.value, old.project,
+                             [self._candidate(cmd, step, when)], job_id)
+            chash = content_hash(step.planned.content)
+            if chash == old.content_hash:
+                return self._refresh_locked(owner, old, job_id)
+            new_id = memory_id(owner.tenant_id, owner.user_id, old.scope.value, old.project, chash)
+            c = self._candidate(cmd, step, when)
+            now = utcnow()
+            record = MemoryRecord(
+                id=new_id, tenant_id=owner.tenant_id, user_id=owner.user_id, content=c.content,
+                content_hash=chash, type=c.type, category=c.category, scope=old.scope,
+                project=old.project, thread_id=c.thread_id, tags=old.tags,
+                importance=c.importance, confidence=c.confidence, source=Source.INTERACTION,
+                occurred_at=c.occurred_at, created_at=now, updated_at=now,
+                embedding_model=self.rt.embedder.name, job_id=job_id, metadata=c.metadata,
+                supersedes=old.id,
+            )
+            store.upsert(owner, [PointData(record.id, record.to_payload(),
+                                           step.vector.tolist(), keyword_vector(c.content))])
+            store.set_payload(owner, [old.id], {"superseded_by": new_id, "state": "superseded"})
+            self._audit(owner, new_id, "UPDATE", old.content, record.content, job_id)
+        return {"outcome": "updated", "memory_id": new_id, "supersedes": old.id,
+                "content": record.content}
+
+    def _delete(self, owner: Owner, target: MemoryRecord, job_id: str) -> dict[str, Any]:
+        """Forgetting a memory forgets every version of it, and their content in the trail."""
+        store = self.rt.store
+        span = ForgetSpan()
+        contents: list[str] = []
+        with self.writer._lock(owner):
+            chain = version_chain(store, owner, target.id)
+            if chain:
+                # The user asked to forget it: as DELETE /v1/memories/{id} does.
+                contents = [str(p.payload.get("content") or "") for p in store.get(owner, chain)]
+                span = ForgetSpan(ids=chain)
+                record_forget(self.rt.redis, owner, span)
+                store.delete(owner, chain)
+                store.erase_audit_content(owner, chain)
+                for mid in chain:
+                    self._audit(owner, mid, "DELETE", None, None, job_id)
+        if chain:
+            self.writer._after_forget(owner, span, contents)
+        return {"outcome": "deleted" if chain else "skipped", "memory_id": target.id,
+                "versions": len(chain)}
+
+    def _refresh(self, owner: Owner, target: MemoryRecord, job_id: str) -> dict[str, Any]:
+        with self.writer._lock(owner):
+            return self._refresh_locked(owner, target, job_id)
+
+    def _refresh_locked(self, owner: Owner, target: MemoryRecord, job_id: str) -> dict[str, Any]:
+        now = utcnow()
+        self.rt.store.set_payload(owner, [target.id], {
+            "updated_at": now.isoformat(), "updated_ts": round(now.timestamp(), 3),
+        })
+        self._audit(owner, target.id, "NOOP", target.content, target.content, job_id)
+        return {"outcome": "noop", "memory_id": target.id, "content": target.content}
+
+    def _mark_conflict(self, owner: Owner, new: MemoryRecord, old: MemoryRecord) -> None:
+        with self.writer._lock(owner):
+            found = self.rt.store.get(owner, [old.id])
+            if not found:
+                return
+            theirs = list(found[0].payload.get("conflicts_with") or [])
+            self.rt.store.set_payload(owner, [old.id],
+                                      {"conflicts_with": [*theirs, new.id]})
+            self.rt.store.set_payload(owner, [new.id],
+                                      {"conflicts_with": [*new.conflicts_with, old.id]})
+
+    def _audit(self, owner: Owner, mid: str, event: str, before: str | None, after: str | None,
+               job_id: str) -> None:
+        self.rt.store.append_audit([AuditEvent(
+            memory_id=mid, tenant_id=owner.tenant_id, user_id=owner.user_id, event=event,
+            before=before, after=after, job_id=job_id, actor=ACTOR,
+        )])
+
+    @staticmethod
+    def _result(steps: list[Step], dropped: list[Dropped]) -> dict[str, Any]:
+        applied = [s.report for s in steps]
+        counts: dict[str, int] = {}
+        for item in applied:
+            counts[item["outcome"]] = counts.get(item["outcome"], 0) + 1
+        return {
+            "extract": "llm",
+            **{k: counts.get(k, 0) for k in ("added", "updated", "duplicate", "deleted",
+                                              "noop", "skipped")},
+            "applied": applied,
+            "dropped": [d.to_json() for d in dropped],
+        }
+
+
+def extract_with_llm(writer: MemoryWriter, cmd: IngestCommand, job_id: str) -> dict[str, Any]:
+    return LLMExtraction(writer).run(cmd, job_id)

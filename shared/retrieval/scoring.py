@@ -1,0 +1,202 @@
+"""From ranked lists to one calibrated score per memory: fusion, then rescoring.
+
+Relevance comes from the dense cosine and the keyword score, each mapped to [0, 1]
+so that `min_score` means the same in every mode. Recency, importance and access
+then boost a relevant memory; they never lift an irrelevant one (the boost multiplies).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from shared.records.schemas import ScoreExplanation, SearchMode
+from shared.store import RankedLists
+from shared.store.scoring_table import (
+    ACCESS,
+    IMPORTANCE,
+    OCCURRED,
+    SEQ,
+    THREAD,
+    ThreadCodes,
+    scoring_row,
+)
+
+# Cosine → relevance, per embedder: (cosine of an unrelated text, cosine of a strong match).
+# e5-small's cosines sit in a narrow high band; USE's spread over most of [0, 1].
+DENSE_CALIBRATION = {"e5-small": (0.75, 0.95), "use": (0.15, 0.75)}
+DEFAULT_DENSE_CALIBRATION = (0.3, 0.85)
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Mixing and boosting weights (all settings)."""
+
+    dense: float = 0.3  # Latin-script queries
+    dense_cjk: float = 0.8  # Chinese queries: jieba keywords add less than stemmed English ones
+    keyword_half: float = 8.0  # keyword score that maps to relevance 0.5
+    recency: float = 0.1
+    importance: float = 0.1
+    access: float = 0.05
+    half_life_days: float = 30.0
+    rrf_k: int = 60
+    fusion: str = "linear"  # linear | rrf
+    neighbour: float = 0.2  # share of the best nearby turn's relevance a memory gains
+    neighbour_span: int = 2  # how many turns away counts as nearby
+    context_hits: int = 2  # the best hits that bring their next turn along
+
+
+@dataclass(frozen=True)
+class ListScores:
+    """Where a candidate stood in each ranked list (None: not in that list)."""
+
+    dense: float | None = None
+    dense_rank: int | None = None
+    keyword: float | None = None
+    keyword_rank: int | None = None
+
+
+@dataclass
+class Candidates:
+    """A search's candidates as columns (`ids[i]` is row i): each list's score and 1-based
+    rank (NaN and 0 where a candidate is not in that list), and the scoring fields."""
+
+    ids: list[str]
+    dense: np.ndarray
+    dense_rank: np.ndarray
+    keyword: np.ndarray
+    keyword_rank: np.ndarray
+    lists: RankedLists
+
+    @classmethod
+    def of(cls, lists: RankedLists, dense: int | None, keyword: int | None) -> Candidates:
+        """`dense` and `keyword`: which of the store's lists is which (None: not searched)."""
+        position = {point_id: i for i, point_id in enumerate(lists.ids)}
+        columns = []
+        for which in (dense, keyword):
+            score, rank = np.full(len(position), np.nan), np.zeros(len(position), np.int64)
+            if which is not None:
+                point_ids, scores = lists.lists[which]
+                at = np.fromiter(map(position.__getitem__, point_ids), np.int64, len(point_ids))
+                score[at] = scores
+                rank[at] = np.arange(1, len(at) + 1)
+            columns += [score, rank]
+        return cls(lists.ids, columns[0], columns[1], columns[2], columns[3], lists)
+
+    def list_scores(self, i: int) -> ListScores:
+        def opt_float(v: float) -> float | None:
+            return None if math.isnan(v) else float(v)
+        return ListScores(opt_float(self.dense[i]), int(self.dense_rank[i]) or None,
+                          opt_float(self.keyword[i]), int(self.keyword_rank[i]) or None)
+
+
+def dense_relevance(cosine: np.ndarray, embedder: str) -> np.ndarray:
+    low, high = DENSE_CALIBRATION.get(embedder, DEFAULT_DENSE_CALIBRATION)
+    return np.asarray(np.clip((cosine - low) / (high - low), 0.0, 1.0))
+
+
+def keyword_relevance(score: np.ndarray, half: float) -> np.ndarray:
+    # Saturating: keyword scores are unbounded sums of IDF-weighted matches.
+    positive = np.maximum(score, 0.0)
+    return np.asarray(positive / (positive + half))
+
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN = re.compile(r"[A-Za-z]")
+
+
+def dense_weight(query: str, w: Weights) -> float:
+    """The dense share of hybrid relevance, by the query's dominant script (measured on
+    LoCoMo, English, and MADial, Chinese: see docs/retrieval.md)."""
+    cjk, latin = len(_CJK.findall(query)), len(_LATIN.findall(query))
+    # One ideograph carries about as much as a short word of Latin letters.
+    return w.dense_cjk if cjk * 3 > latin else w.dense
+
+
+def relevance(
+    c: Candidates, mode: SearchMode, embedder: str, w: Weights, dense_share: float
+) -> np.ndarray:
+    d = np.nan_to_num(dense_relevance(c.dense, embedder), nan=0.0)
+    k = np.nan_to_num(keyword_relevance(c.keyword, w.keyword_half), nan=0.0)
+    if mode is SearchMode.DENSE:
+        return np.asarray(d)
+    if mode is SearchMode.KEYWORD:
+        return np.asarray(k)
+    if w.fusion == "rrf":
+        # Rank fusion orders the list; scaled so that first in both lists is 1.
+        rrf = sum(np.where(rank > 0, 1.0 / (w.rrf_k + rank), 0.0)
+                  for rank in (c.dense_rank, c.keyword_rank))
+        return np.asarray(rrf / (2.0 / (w.rrf_k + 1)))
+    return np.asarray(dense_share * d + (1 - dense_share) * k)
+
+
+def smooth_by_neighbours(c: Candidates, rels: np.ndarray, w: Weights) -> np.ndarray:
+    """A turn next to a relevant turn of the same thread is likelier relevant itself."""
+    if w.neighbour <= 0 or len(rels) < 2:
+        return rels
+    thread, seq = c.lists.fields[:, THREAD], c.lists.fields[:, SEQ]
+    near = ((thread[:, None] == thread[None, :]) & (thread[:, None] >= 0)
+            & (np.abs(seq[:, None] - seq[None, :]) <= w.neighbour_span))
+    np.fill_diagonal(near, False)
+    best = np.where(near, rels[None, :], -np.inf).max(axis=1)
+    return np.where(np.isfinite(best), np.minimum(rels + w.neighbour * best, 1.0), rels)
+
+
+BOOSTS = ("recency", "importance", "access")
+
+
+def boost_rows(fields: np.ndarray, as_of: datetime, w: Weights) -> np.ndarray:
+    """Recency, importance and access boosts (columns in `BOOSTS` order) of scoring rows
+    (`shared/store/scoring_table.py`); a row with no time counts as new."""
+    age_days = np.maximum((as_of.timestamp() - fields[:, OCCURRED]) / 86400.0, 0.0)
+    return np.stack([
+        np.exp(-math.log(2) * age_days / w.half_life_days),
+        (fields[:, IMPORTANCE] - 1) / 9.0,
+        1.0 - np.exp(-fields[:, ACCESS] / 5.0),
+    ], axis=1)
+
+
+def boost_columns(c: Candidates, as_of: datetime, w: Weights) -> np.ndarray:
+    return boost_rows(c.lists.fields, as_of, w)
+
+
+def final_scores(rels: np.ndarray, parts: np.ndarray, w: Weights) -> np.ndarray:
+    boost = parts @ np.array([w.recency, w.importance, w.access])
+    return np.asarray(rels * (1.0 + boost) / (1.0 + w.recency + w.importance + w.access))
+
+
+def boosts(payload: dict[str, Any], as_of: datetime, w: Weights) -> dict[str, float]:
+    """One point's boosts from its raw payload (a next turn, which is no candidate): the
+    same formula as the candidates' columns."""
+    row = np.array([scoring_row(payload, ThreadCodes())])
+    return dict(zip(BOOSTS, map(float, boost_rows(row, as_of, w)[0]), strict=True))
+
+
+def final_score(rel: float, parts: dict[str, float], w: Weights) -> float:
+    return float(final_scores(np.array([rel]), np.array([[parts[b] for b in BOOSTS]]), w)[0])
+
+
+def label(score: float) -> str:
+    if score >= 0.7:
+        return "high"
+    if score >= 0.5:
+        return "relevant"
+    return "reference"
+
+
+def explanation(
+    c: ListScores, rel: float, parts: dict[str, float], final: float,
+    rerank: float | None = None,
+) -> ScoreExplanation:
+    return ScoreExplanation(
+        dense=c.dense, dense_rank=c.dense_rank, keyword=c.keyword, keyword_rank=c.keyword_rank,
+        rerank=None if rerank is None else round(rerank, 6),
+        relevance=round(rel, 6), recency=round(parts["recency"], 6),
+        importance=round(parts["importance"], 6), access=round(parts["access"], 6),
+        final=round(final, 6),
+    )

@@ -1,0 +1,224 @@
+"""One base task sets the policy for every task (STYLE.md §4) and keeps job state current."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+
+import structlog
+from billiard.einfo import ExceptionInfo
+from celery import Task
+from pydantic import ValidationError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from shared.jobs import time_limits
+from shared.jobs.leases import keeper
+from shared.jobs.names import TaskName, queue_for
+from shared.jobs.shown import arguments_shown, shown
+from shared.memories.writes import MemoryWriter
+from shared.platform.errors import AppError, CommandInvalid, JobRunning, TransientError, field_path
+from shared.platform.logs import get_logger
+from shared.platform.settings import get_settings
+from shared.records.commands import Command
+from shared.runtime import get_runtime
+
+C = TypeVar("C", bound=Command)
+
+log = get_logger("memoryd.task")
+_settings = get_settings()
+
+# Job results between a task's return and its `on_success`, by job id (a second delivery of
+# a job running at the same time shares its entry: see `on_success`).
+_RESULTS: dict[str, dict[str, Any]] = {}
+
+TRANSIENT = (TransientError, RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError)
+
+
+def unavailable(exc: BaseException) -> bool:
+    """A dependency is unreachable, as opposed to busy (a lock) or broken (bad input)."""
+    if isinstance(exc, AppError):
+        return exc.code.endswith("_unavailable")
+    return isinstance(exc, TRANSIENT)
+
+
+def error_body(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, AppError):
+        return exc.to_dict()
+    over = time_limits.as_time_limit(exc)
+    if over is not None:
+        return over.to_dict()
+    return {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}
+
+
+def _origin(task_id: str, kwargs: Any) -> dict[str, Any]:
+    """Ids for the hooks Celery calls after the task's log context has been left."""
+    command = kwargs.get("command") if isinstance(kwargs, dict) else None
+    request_id = command.get("request_id") if isinstance(command, dict) else None
+    return {"task_id": task_id, "job_id": task_id, "request_id": request_id}
+
+
+def parse_command(model: type[C], command: dict[str, Any]) -> C:
+    """The command as its model, or `CommandInvalid` with the failing fields and reasons: a
+    validation error's own text quotes the input, the user's messages before redaction, and
+    it would reach the job's error, the logs and task events."""
+    try:
+        return model.model_validate(command)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False, include_context=False)
+        problems = "; ".join(f"{field_path(e['loc']) or 'command'}: {e['type']}"
+                             for e in errors[:10])
+        raise CommandInvalid(f"the task's {model.__name__} does not validate: {problems}",
+                             field=field_path(errors[0]["loc"]) or None) from None
+
+
+class MemoryTask(Task[Any, dict[str, Any]]):
+    abstract = True
+    acks_late = True
+    reject_on_worker_lost = True
+    autoretry_for = TRANSIENT
+    retry_backoff = 1
+    retry_backoff_max = _settings.task_retry_backoff_max_s
+    retry_jitter = True
+    max_retries = _settings.task_max_retries
+    # No time limits here: the app's (`job_soft_time_limit_s`, `job_time_limit_s`, from the
+    # Settings the worker was built with) reach every pool (shared/jobs/time_limits.py).
+    # Bookkeeping tasks (access statistics) have no job a caller could ask about. A task
+    # that tracks its job returns through `run_command`, which hands `on_success` its result.
+    tracks_job = True
+
+    def retry(
+        self,
+        args: tuple[Any, ...] | None = None,
+        kwargs: dict[str, Any] | None = None,
+        exc: Exception | None = None,
+        throw: bool = True,
+        eta: datetime | None = None,
+        countdown: float | None = None,
+        max_retries: int | None = None,
+        **options: Any,
+    ) -> Any:
+        # A dependency that is down (store, embedder, Redis, later the LLM) comes back on its
+        # own: such jobs keep retrying far longer than other transient failures.
+        if max_retries is None and exc is not None and unavailable(exc):
+            max_retries = _settings.task_unavailable_max_retries
+        # The re-sent message shows what the first one showed: no content (queue/shown.py).
+        sent = kwargs if kwargs is not None else self.request.kwargs or {}
+        options.setdefault("argsrepr", "()")
+        options.setdefault("kwargsrepr", arguments_shown(sent))
+        # Back to the queue it was routed to (a backfill goes to the bulk queue).
+        if self.name in TaskName.__members__.values():
+            options.setdefault("queue", queue_for(TaskName(self.name), sent).value)
+        return super().retry(args, kwargs, exc, throw, eta, countdown, max_retries, **options)
+
+    def on_retry(
+        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
+    ) -> None:
+        if isinstance(exc, JobRunning):  # the running delivery keeps the job's state
+            log.info("task_waits_for_running_copy", **_origin(task_id, kwargs))
+            return
+        log.warning("task_retrying", error=str(exc), **_origin(task_id, kwargs))
+        if self.tracks_job:
+            get_runtime().jobs.mark_retrying(task_id, error_body(exc))
+
+    def on_success(self, retval: Any, task_id: str, args: Any, kwargs: Any) -> None:
+        # None: another delivery of the same job, run at the same time in this process,
+        # already recorded it (the writes are idempotent; the job succeeded once).
+        result = _RESULTS.pop(task_id, None)
+        if self.tracks_job and result is not None and not time_limits.abandoned():
+            get_runtime().jobs.mark_succeeded(task_id, result)
+
+    def on_failure(
+        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
+    ) -> None:
+        _RESULTS.pop(task_id, None)
+        if time_limits.abandoned():  # already failed for its hard limit (thread pool)
+            return
+        over = time_limits.as_time_limit(exc)
+        log.error("task_failed", error=str(exc),
+                  exc_info=not isinstance(exc, AppError) and over is None,
+                  **_origin(task_id, kwargs))
+        if self.tracks_job:
+            get_runtime().jobs.mark_failed(task_id, error_body(exc), dict(kwargs or {}))
+
+    def run_command(
+        self,
+        command: dict[str, Any],
+        model: type[C],
+        action: Callable[[MemoryWriter, C, str], dict[str, Any]],
+    ) -> dict[str, Any]:
+        with self.context(command) as job_id, self._lease(job_id):
+            # A redelivered message of a job that already succeeded does nothing again.
+            done = get_runtime().jobs.begin(job_id) if self.tracks_job else None
+            if done is not None:
+                return self._finished(job_id, done)
+            rt = get_runtime()
+            # One index generation for the whole run: a re-embedding switches between tasks.
+            # The run is a session of the document model: while other jobs (or searches) are
+            # between their model calls, e5 runs narrow instead of spinning a wide team.
+            parsed = parse_command(model, command)
+            with rt.index.writing(), rt.embedder.session():
+                result = action(MemoryWriter(rt), parsed, job_id)
+            log.info("task_succeeded")
+            return self._finished(job_id, result)
+
+    @contextmanager
+    def _lease(self, job_id: str) -> Iterator[None]:
+        """Run only while holding the job's lease (shared/jobs/leases.py). Another delivery
+        holds it: this one is sent again for when that lease would end unless renewed, and
+        then finds the job done, or free to run if its holder died."""
+        if not self.tracks_job:
+            yield
+            return
+        rt = get_runtime()
+        ttl_s = rt.settings.job_lease_s
+        token = keeper.token()
+        busy_for = rt.jobs.take_lease(job_id, token, ttl_s)
+        if busy_for is not None:
+            raise self.retry(exc=JobRunning(f"job {job_id} is running in another delivery"),
+                             countdown=min(busy_for, ttl_s) + 0.2,
+                             max_retries=self.request.retries + 1)
+        keeper.hold(rt.jobs, job_id, token, ttl_s)
+        try:
+            yield
+        finally:
+            keeper.drop(token)
+
+    def _finished(self, job_id: str, result: dict[str, Any]) -> dict[str, Any]:
+        """The job's whole result waits for `on_success` (which runs after the task returns,
+        right before the ack), and Celery gets only its ids and sizes: its return value goes
+        into task events, so Flower (shared/jobs/shown.py)."""
+        if self.tracks_job:
+            _RESULTS[job_id] = result
+        return shown(result)
+
+    @contextmanager
+    def context(self, command: dict[str, Any]) -> Iterator[str]:
+        """Bind the job's ids into every log line of this task run."""
+        job_id = str(self.request.id)
+        with structlog.contextvars.bound_contextvars(
+            task=self.name, task_id=job_id, job_id=job_id,
+            request_id=command.get("request_id"), tenant_id=command.get("tenant_id"),
+            attempt=self.request.retries,
+        ):
+            yield job_id
+
+
+class ReindexTask(MemoryTask):
+    """Re-embedding steps keep their job's state themselves (progress, one job over many
+    tasks); a step that fails for good fails that job and frees the re-embedding lock."""
+
+    abstract = True
+    tracks_job = False
+
+    def on_failure(
+        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
+    ) -> None:
+        from shared.index import reindex
+
+        super().on_failure(exc, task_id, args, kwargs, einfo)
+        step = kwargs.get("step") or kwargs.get("command")
+        if isinstance(step, dict) and step.get("job_id"):
+            reindex.fail(get_runtime(), str(step["job_id"]), error_body(exc))
