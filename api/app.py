@@ -26,6 +26,7 @@ from api.routers import metrics as metrics_router
 from api.ui import AdminPage
 from api.waits import Waits
 from shared.jobs import task_metrics
+from shared.jobs.names import QueueName
 from shared.platform.metrics import RequestMetricsMiddleware, StackCollector
 from shared.runtime import Runtime
 from shared.tenancy.api_keys import ApiKeyStore
@@ -77,8 +78,11 @@ def create_app(runtime: Runtime, keyring: KeyRing, *, server_mode: bool = False)
         app.include_router(module.router)
     app.mount("/ui", AdminPage(), name="ui")
     # Operations: /metrics, export and import (outermost middleware, so 413s are timed too).
-    app.state.metrics = StackCollector(runtime)
-    task_metrics.connect()
+    app.state.metrics = StackCollector(
+        runtime.redis, lambda: runtime.store.count_all(), [q.value for q in QueueName],
+        runtime.settings.metrics_count_ttl_s,
+    )
+    task_metrics.connect(lambda: runtime.redis)
     app.add_middleware(RequestMetricsMiddleware)
     for module in (metrics_router, transfer):
         app.include_router(module.router)

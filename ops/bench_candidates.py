@@ -113,13 +113,13 @@ def run(rt: Runtime, args: argparse.Namespace, questions: Sequence[str],
                 for o, q in zip(owners, questions, strict=True)]
 
     def search(i: int) -> Callable[[], object]:
-        return lambda: reads.search(rt, owners[i], requests[i])
+        return lambda: reads.search(rt.read_path(), owners[i], requests[i])
 
     def lists(i: int) -> Callable[[], object]:
         keywords = query_keyword_vector(questions[i], None)
         queries = [VectorQuery(DENSE, vectors[i]),
                    *([VectorQuery(SPARSE, keywords)] if keywords is not None else [])]
-        conditions = reads.live_search_conditions(rt, owners[i], requests[i])
+        conditions = reads.live_search_conditions(rt.read_path(), owners[i], requests[i])
         return lambda: rt.store.search_candidates(owners[i], conditions, queries,
                                                   rt.settings.search_depth)
 
@@ -131,7 +131,7 @@ def run(rt: Runtime, args: argparse.Namespace, questions: Sequence[str],
             samples = thread_cpu_ms([make(i) for i in indices])
             if name not in best or statistics.median(samples) < statistics.median(best[name]):
                 best[name] = samples
-    hits = statistics.fmean(len(reads.search(rt, owners[i], requests[i]).results)
+    hits = statistics.fmean(len(reads.search(rt.read_path(), owners[i], requests[i]).results)
                             for i in indices)
     print(f"\nCandidates at {args.size:,} memories ({args.embedder} vectors, hybrid, top_k "
           f"{TOP_K}, depth {rt.settings.search_depth}), {len(questions)} searches, best of "

@@ -28,4 +28,5 @@ fi
 
 .venv/bin/ruff check .
 .venv/bin/mypy
+.venv/bin/lint-imports
 exec .venv/bin/python -m pytest "$@"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import gc
 import threading
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import redis
 from celery import Celery
@@ -17,22 +16,29 @@ from celery import Celery
 from shared.embeddings import Embedder, make_embedder
 from shared.embeddings.e5.threads import limit_blas_threads
 from shared.index.generations import GenerationalStore
+from shared.index.reindex import Reindexing
 from shared.index.write_fence import WriteFence
+from shared.jobs.celery_app import configure as configure_celery
+from shared.jobs.celery_app import create_app as create_celery_app
 from shared.jobs.job_store import JobStore
 from shared.llm import ChatClient, make_chat_client, make_judge_client
+from shared.memories.erasure import Erasure
+from shared.memories.reads import ReadPath
+from shared.memories.writes import MemoryWriter
 from shared.platform import failpoints
-from shared.platform.settings import Settings, get_settings
+from shared.platform.settings import Settings
+from shared.retrieval.access import AccessCounter
 from shared.retrieval.rerank import HttpReranker
 from shared.retrieval.scoring import Weights
 from shared.store import Store, make_store
 
-if TYPE_CHECKING:
-    from shared.retrieval.access import AccessCounter
-
 
 class Runtime:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, celery: Celery | None = None) -> None:
+        """`celery`: the process's app when tasks are registered on it (a worker's, the
+        embedded stack's); without one, a gateway gets an app of its own to publish with."""
         self.settings = settings
+        self._celery_app = celery
         failpoints.arm(settings)
         limit_blas_threads()  # every gateway and worker process builds one; idempotent
         self._store_lock = threading.Lock()
@@ -67,9 +73,26 @@ class Runtime:
 
     @cached_property
     def access(self) -> AccessCounter:
-        from shared.retrieval.access import AccessCounter
+        return AccessCounter(self.redis, self.celery, self.settings.search_access_flush_s)
 
-        return AccessCounter(self)
+    @cached_property
+    def reindexing(self) -> Reindexing:
+        return Reindexing(self.index, self.fence, self.jobs, self.redis, self.celery,
+                          self.settings)
+
+    @cached_property
+    def erasure(self) -> Erasure:
+        return Erasure(self.redis, lambda: self.index.compact(), self.settings.erasure_compaction_s)
+
+    def read_path(self) -> ReadPath:
+        """The read path of one request, on the index view active (or pinned) now."""
+        view = self.index.view()
+        return ReadPath(self.store, view.query_embedder, view.embedder.name,
+                        self.search_weights, self.settings, lambda: self.reranker)
+
+    def writer(self, embedder: Embedder) -> MemoryWriter:
+        """The writes of one task, embedded by the model of the index view it resolved."""
+        return MemoryWriter(self.store, embedder, self.redis, self.settings, self.erasure)
 
     @cached_property
     def reranker(self) -> HttpReranker:
@@ -121,10 +144,10 @@ class Runtime:
 
     @cached_property
     def celery(self) -> Celery:
-        from shared.jobs.celery_app import app, configure
-
-        configure(app, self.settings)
-        return app
+        if self._celery_app is None:
+            return create_celery_app(self.settings)
+        configure_celery(self._celery_app, self.settings)
+        return self._celery_app
 
     def close(self) -> None:
         if "access" in self.__dict__:
@@ -153,20 +176,3 @@ def settle_for_serving(rt: Runtime) -> None:
     gc.freeze()
 
 
-_runtime: Runtime | None = None
-_lock = threading.Lock()
-
-
-def get_runtime() -> Runtime:
-    global _runtime
-    if _runtime is None:
-        with _lock:
-            if _runtime is None:
-                _runtime = Runtime(get_settings())
-    return _runtime
-
-
-def set_runtime(runtime: Runtime | None) -> None:
-    global _runtime
-    with _lock:
-        _runtime = runtime

@@ -76,8 +76,9 @@ def serve(
 
     from api.app import create_app
     from shared.platform.logs import configure_logging
-    from shared.runtime import get_runtime, settle_for_serving
+    from shared.runtime import settle_for_serving
     from shared.tenancy.auth import KeyRing
+    from workers.bootstrap import get_runtime
     from workers.stack import dump_threads_on_sigusr1, exit_on_sigterm
 
     configure_logging(settings.log_level, settings.log_json)
@@ -139,6 +140,7 @@ def eval_(
     """Retrieval quality on a benchmark, through the real stack's write path and gateway."""
     from shared.evaluation import EvalError
     from shared.evaluation.runner import EvalOptions, parse_as_of, parse_modes, run_command
+    from workers.eval_stack import embedded_stack
 
     try:
         options = EvalOptions(
@@ -147,7 +149,7 @@ def eval_(
             limit_conversations=limit_conversations, limit_questions=limit_questions,
             as_of=parse_as_of(as_of),
         )
-        run_command(options, out, console)
+        run_command(options, embedded_stack, out, console)
     except EvalError as exc:
         console.print(f"[red]memoryd eval failed:[/red] {exc}")
         raise typer.Exit(1) from exc

@@ -6,9 +6,9 @@ from typing import Any
 
 from celery.signals import setup_logging
 
-from shared.jobs.celery_app import app
 from shared.platform.logs import configure_logging
 from shared.platform.settings import Settings, get_settings
+from workers.celery_app import app
 
 
 @setup_logging.connect

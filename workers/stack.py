@@ -22,8 +22,10 @@ from shared.platform.logs import configure_logging, get_logger
 from shared.platform.private_dirs import make_private_dir
 from shared.platform.redis_runtime import RedisHandle, ensure_redis
 from shared.platform.settings import Settings
-from shared.runtime import Runtime, set_runtime, settle_for_serving
+from shared.runtime import Runtime, settle_for_serving
 from shared.tenancy.auth import KeyRing, ensure_embedded_key
+from workers.bootstrap import set_runtime
+from workers.celery_app import app as celery_app
 from workers.inprocess import InProcessWorker, stop_workers
 from workers.periodic import PeriodicSender
 from workers.tasks import register_llm_tasks
@@ -88,7 +90,7 @@ class EmbeddedStack:
         self.settings = settings
         if self.redis.owned:
             apply_appendfsync(self.redis.url, settings)
-        self.runtime = Runtime(settings)
+        self.runtime = Runtime(settings, celery=celery_app)
         set_runtime(self.runtime)
         _ = self.runtime.store  # opens the shard and checks the embedding model now, not later
         keyring = KeyRing.from_settings(settings, embedded=True)

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from shared.index import reindex
 from shared.jobs import time_limits
 from shared.jobs.leases import keeper
 from shared.jobs.names import TaskName, queue_for
@@ -23,7 +24,7 @@ from shared.platform.errors import AppError, CommandInvalid, JobRunning, Transie
 from shared.platform.logs import get_logger
 from shared.platform.settings import get_settings
 from shared.records.commands import Command
-from shared.runtime import get_runtime
+from workers.bootstrap import get_runtime
 
 C = TypeVar("C", bound=Command)
 
@@ -159,8 +160,8 @@ class MemoryTask(Task[Any, dict[str, Any]]):
             # The run is a session of the document model: while other jobs (or searches) are
             # between their model calls, e5 runs narrow instead of spinning a wide team.
             parsed = parse_command(model, command)
-            with rt.index.writing(), rt.embedder.session():
-                result = action(MemoryWriter(rt), parsed, job_id)
+            with rt.index.writing() as view, view.embedder.session():
+                result = action(rt.writer(view.embedder), parsed, job_id)
             log.info("task_succeeded")
             return self._finished(job_id, result)
 
@@ -216,9 +217,7 @@ class ReindexTask(MemoryTask):
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
     ) -> None:
-        from shared.index import reindex
-
         super().on_failure(exc, task_id, args, kwargs, einfo)
         step = kwargs.get("step") or kwargs.get("command")
         if isinstance(step, dict) and step.get("job_id"):
-            reindex.fail(get_runtime(), str(step["job_id"]), error_body(exc))
+            reindex.fail(get_runtime().reindexing, str(step["job_id"]), error_body(exc))

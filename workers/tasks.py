@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from celery import Celery
 
 from shared.index import reindex
 from shared.jobs import task_metrics
-from shared.jobs.celery_app import app
 from shared.jobs.names import TaskName
 from shared.memories import erasure, retention
 from shared.memories.llm_extraction import extract_with_llm
@@ -22,11 +22,13 @@ from shared.records.commands import (
     UpdateCommand,
 )
 from shared.retrieval import access
-from shared.runtime import get_runtime
+from workers.bootstrap import get_runtime
+from workers.celery_app import app
 from workers.llm_task import LLMTask
 from workers.task_base import MemoryTask, ReindexTask
 
-task_metrics.connect()  # every worker process counts its task runs (shared/platform/metrics.py)
+# Every worker process counts its task runs (shared/platform/metrics.py).
+task_metrics.connect(lambda: get_runtime().redis)
 
 
 @app.task(name=TaskName.INGEST.value, base=MemoryTask, bind=True)
@@ -56,27 +58,30 @@ def forget(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
 
 @app.task(name=TaskName.FLUSH_ACCESS.value, base=MemoryTask, bind=True, tracks_job=False)
 def flush_access(self: MemoryTask) -> dict[str, Any]:
-    return access.flush_and_reschedule(get_runtime())
+    rt = get_runtime()
+    return access.flush_and_reschedule(
+        rt.redis, rt.store, rt.index.writing, rt.celery, rt.settings.search_access_flush_s
+    )
 
 
 @app.task(name=TaskName.REINDEX.value, base=ReindexTask, bind=True)
 def reindex_begin(self: ReindexTask, command: dict[str, Any]) -> dict[str, Any]:
     with self.context(command):
-        reindex.begin(get_runtime(), command)
+        reindex.begin(get_runtime().reindexing, command)
     return {}
 
 
 @app.task(name=TaskName.REINDEX_BATCH.value, base=ReindexTask, bind=True)
 def reindex_batch(self: ReindexTask, step: dict[str, Any]) -> dict[str, Any]:
     with self.context(step):
-        reindex.copy_batch(get_runtime(), step)
+        reindex.copy_batch(get_runtime().reindexing, step)
     return {}
 
 
 @app.task(name=TaskName.REINDEX_SWITCH.value, base=ReindexTask, bind=True)
 def reindex_switch(self: ReindexTask, step: dict[str, Any]) -> dict[str, Any]:
     with self.context(step):
-        return reindex.switch(get_runtime(), step)
+        return reindex.switch(get_runtime().reindexing, step)
 
 
 @app.task(name=TaskName.IMPORT.value, base=MemoryTask, bind=True)
@@ -86,11 +91,14 @@ def import_records(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
 
 @app.task(name=TaskName.PURGE_EXPIRED.value, base=MemoryTask, bind=True, tracks_job=False)
 def purge_expired(self: MemoryTask) -> dict[str, Any]:
-    return retention.purge_expired(get_runtime())
+    rt = get_runtime()
+    return retention.purge_expired(rt.store, rt.redis, rt.settings, rt.erasure)
 
 
 def _extract_llm(self: LLMTask, command: dict[str, Any]) -> dict[str, Any]:
-    return self.run_command(command, IngestCommand, extract_with_llm)
+    rt = get_runtime()
+    extract = partial(extract_with_llm, client=rt.llm, judge_client=rt.judge_llm)
+    return self.run_command(command, IngestCommand, extract)
 
 
 def register_llm_tasks(celery: Celery) -> None:
@@ -107,4 +115,4 @@ extract_llm = app.task(name=TaskName.EXTRACT_LLM.value, base=LLMTask, bind=True)
           soft_time_limit=3600, time_limit=3900)
 def erase_forgotten(self: MemoryTask) -> dict[str, Any]:
     """Compact the store's and Redis's files when a forget happened since the last time."""
-    return erasure.compact_if_due(get_runtime())
+    return erasure.compact_if_due(get_runtime().erasure)

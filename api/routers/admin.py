@@ -32,7 +32,7 @@ def post_reindex(
     `progress` (`phase`, `done`, `total`, `reused`, `embedded`). Searches and writes keep
     working throughout. 409 `reindex_running` while another re-embedding runs.
     """
-    accepted = reindex.start(rt, operator, request_id, req.embedder, req.batch_size)
+    accepted = reindex.start(rt.reindexing, operator, request_id, req.embedder, req.batch_size)
     return JSONResponse(accepted.model_dump(mode="json"), status_code=202)
 
 
@@ -40,7 +40,7 @@ def post_reindex(
             responses={401: {"model": ErrorBody}, 403: {"model": ErrorBody}})
 def get_index(rt: RuntimeDep, operator: AdminDep) -> IndexStatus:
     """The active generation: its collection, embedder and dimension. Needs an operator key."""
-    return IndexStatus.model_validate(reindex.status(rt))
+    return IndexStatus.model_validate(reindex.status(rt.reindexing))
 
 
 @router.get("/jobs/{job_id}", response_model=JobView,

@@ -54,7 +54,7 @@ async def post_context(
     check_context(req, rt.settings)
     owner = owner_of(tenant, req.user_id)
     # One worker-thread hop, as in /v1/search.
-    response = await run_in_threadpool(context.build_context, rt, owner, req)
+    response = await run_in_threadpool(lambda: context.build_context(rt.read_path(), owner, req))
     if response.items and rt.settings.search_record_access:
         # Only what the model will read was used.
         rt.access.note(owner, [item.memory.id for item in response.items])

@@ -36,7 +36,7 @@ def list_jobs(
     Needs scope `admin`. Pass `next_cursor` back as `cursor` for the next page.
     """
     check_page(limit, rt.settings)
-    return failed_jobs.list_failed(rt, tenant, limit, cursor)
+    return failed_jobs.list_failed(rt.redis, rt.settings.job_ttl_s, tenant, limit, cursor)
 
 
 @router.post("/jobs/{job_id}/retry", status_code=status.HTTP_202_ACCEPTED,
@@ -47,4 +47,4 @@ def retry_job(job_id: str, rt: RuntimeDep, tenant: TenantDep) -> JobAccepted:
 
     Needs scopes `write` and `admin`. Safe: every write is idempotent.
     """
-    return failed_jobs.retry(rt, tenant, job_id)
+    return failed_jobs.retry(rt.redis, rt.celery, tenant, job_id)

@@ -81,7 +81,7 @@ async def save_memory(
         occurred_at=req.occurred_at, metadata=req.metadata, source=Source.EXPLICIT,
         expires_at=req.expires_at,
     )
-    accepted = await run_in_threadpool(submit, rt, TaskName.SAVE, command)
+    accepted = await run_in_threadpool(submit, rt.jobs, rt.celery, TaskName.SAVE, command)
     result = await _finish(waits, principal, accepted, wait)
     if result is None:
         return _accepted(accepted)
@@ -106,14 +106,14 @@ def list_memories(
     """Newest (or most important) first; pass `next_cursor` back for the next page."""
     check_page(limit, rt.settings)
     return reads.list_memories(
-        rt, owner_of(tenant, user_id), type=type, tag=tag, scope=scope, project=project,
+        rt.read_path(), owner_of(tenant, user_id), type=type, tag=tag, scope=scope, project=project,
         sort=sort, limit=limit, cursor=cursor,
     )
 
 
 @router.get("/{memory_id}", response_model=MemoryView, responses=ERRORS)
 def get_memory(memory_id: str, rt: RuntimeDep, tenant: TenantDep, user_id: UserId) -> MemoryView:
-    return MemoryView.of(reads.get_memory(rt, owner_of(tenant, user_id), memory_id))
+    return MemoryView.of(reads.get_memory(rt.read_path(), owner_of(tenant, user_id), memory_id))
 
 
 @router.get("/{memory_id}/history", response_model=MemoryHistory, responses=ERRORS)
@@ -122,7 +122,7 @@ def get_history(
 ) -> MemoryHistory:
     """Every version: event (ADD, UPDATE, DELETE, NOOP), before and after, job, actor, time.
     A deleted memory's events remain, without their content."""
-    return memory_history(rt, owner_of(tenant, user_id), memory_id)
+    return memory_history(rt.store, owner_of(tenant, user_id), memory_id)
 
 
 @router.patch("/{memory_id}", status_code=202, response_model=JobAccepted,
@@ -134,12 +134,13 @@ async def patch_memory(
 ) -> Response:
     """Edit content, type, tags, importance or enabled (a disabled memory is never searched)."""
     check_update(req, rt.settings)
-    await run_in_threadpool(reads.get_memory, rt, owner_of(tenant, user_id), memory_id)
+    owner = owner_of(tenant, user_id)
+    await run_in_threadpool(lambda: reads.get_memory(rt.read_path(), owner, memory_id))
     command = UpdateCommand(
         tenant_id=tenant, user_id=user_id, request_id=request_id, received_at=utcnow(),
         memory_id=memory_id, changes=req,
     )
-    accepted = await run_in_threadpool(submit, rt, TaskName.UPDATE, command)
+    accepted = await run_in_threadpool(submit, rt.jobs, rt.celery, TaskName.UPDATE, command)
     result = await _finish(waits, principal, accepted, wait)
     return _accepted(accepted) if result is None else JSONResponse(result, status_code=200)
 
@@ -151,12 +152,13 @@ async def delete_memory(
     user_id: UserId, principal: PrincipalDep, waits: WaitsDep, wait: Wait = 0,
 ) -> Response:
     """Forget one memory: its point is removed and its history keeps no content."""
-    await run_in_threadpool(reads.get_memory, rt, owner_of(tenant, user_id), memory_id)
+    owner = owner_of(tenant, user_id)
+    await run_in_threadpool(lambda: reads.get_memory(rt.read_path(), owner, memory_id))
     command = DeleteCommand(
         tenant_id=tenant, user_id=user_id, request_id=request_id, received_at=utcnow(),
         memory_id=memory_id,
     )
-    accepted = await run_in_threadpool(submit, rt, TaskName.DELETE, command)
+    accepted = await run_in_threadpool(submit, rt.jobs, rt.celery, TaskName.DELETE, command)
     result = await _finish(waits, principal, accepted, wait)
     return _accepted(accepted) if result is None else JSONResponse(result, status_code=200)
 
@@ -186,6 +188,6 @@ async def forget_memories(
         tenant_id=tenant, user_id=user_id, request_id=request_id, received_at=utcnow(),
         thread_id=thread_id, before=before, after=after,
     )
-    accepted = await run_in_threadpool(submit, rt, TaskName.FORGET, command)
+    accepted = await run_in_threadpool(submit, rt.jobs, rt.celery, TaskName.FORGET, command)
     result = await _finish(waits, principal, accepted, wait)
     return _accepted(accepted) if result is None else JSONResponse(result, status_code=200)

@@ -42,6 +42,6 @@ def metrics(
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Response:
     collector: StackCollector = request.app.state.metrics
-    check_metrics_token(collector.rt.settings, authorization,
+    check_metrics_token(request.app.state.runtime.settings, authorization,
                         getattr(request.app.state, "server_mode", False))
     return Response(collector.render(), media_type=CONTENT_TYPE)

@@ -32,7 +32,7 @@ async def post_search(
     owner = owner_of(tenant, req.user_id)
     # One worker-thread hop for the blocking part; an `async def` route also keeps FastAPI
     # from validating the response in yet another thread.
-    response = await run_in_threadpool(reads.search, rt, owner, req)
+    response = await run_in_threadpool(lambda: reads.search(rt.read_path(), owner, req))
     if response.results and rt.settings.search_record_access:
         # A dict update here; Redis and the store see the counts once per window.
         rt.access.note(owner, [h.memory.id for h in response.results])

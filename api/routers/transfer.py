@@ -26,7 +26,7 @@ UserId = Annotated[Identifier, Query(description="whose memories")]
                        401: {"model": ErrorBody}, 422: {"model": ErrorBody}})
 def export_memories(rt: RuntimeDep, tenant: TenantDep, user_id: UserId) -> StreamingResponse:
     """Every memory of the user, one JSON document per line, with metadata and times."""
-    return StreamingResponse(export_lines(rt, owner_of(tenant, user_id)),
+    return StreamingResponse(export_lines(rt.read_path(), owner_of(tenant, user_id)),
                              media_type="application/x-ndjson")
 
 
@@ -54,7 +54,7 @@ async def import_memories(
         records = parse_import(body, user_id, rt.settings)
         command = ImportCommand(tenant_id=tenant, user_id=user_id, request_id=request_id,
                                 received_at=utcnow(), records=records)
-        return submit(rt, TaskName.IMPORT, command, idempotency_key)
+        return submit(rt.jobs, rt.celery, TaskName.IMPORT, command, idempotency_key)
 
     # Validation and the Redis round trips are blocking: keep them off the event loop.
     return await run_in_threadpool(enqueue)

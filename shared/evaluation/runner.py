@@ -3,11 +3,9 @@ every question through `POST /v1/search` in each mode, against the same store.""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +16,7 @@ from rich.console import Console
 from shared.evaluation import EvalError
 from shared.evaluation import datasets as ds
 from shared.evaluation import metrics as mx
-from shared.evaluation.ingest import API_KEY, api_client, check, ingest
+from shared.evaluation.ingest import api_client, check, ingest
 from shared.evaluation.report import (
     EvalReport,
     ModeResult,
@@ -28,8 +26,6 @@ from shared.evaluation.report import (
     render,
     write_json,
 )
-from shared.platform.errors import AppError
-from shared.platform.redis_runtime import free_port
 from shared.platform.settings import Settings
 from shared.records.schemas import SearchMode
 
@@ -72,36 +68,9 @@ def parse_modes(values: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(modes))
 
 
-@contextmanager
-def embedded_stack(data_dir: Path | None, embedder: str | None) -> Iterator[tuple[str, Settings]]:
-    """The real stack in this process, with a Redis of its own; always stopped again."""
-    from workers.stack import EmbeddedStack
-
-    own_dir = data_dir is None
-    root = Path(tempfile.mkdtemp(prefix="memoryd-eval-")) if data_dir is None else data_dir
-    values: dict[str, Any] = {
-        "data_dir": root, "port": free_port(),
-        "redis_url": f"redis://127.0.0.1:{free_port()}/0", "worker_concurrency": 2,
-        "log_level": "WARNING", "api_keys": f"{API_KEY}=eval",
-        # Every mode runs the same questions: a query-vector cache would let later modes skip
-        # the embedding, and the boost for past access would reward what earlier searches
-        # returned. Both would make the numbers depend on the order of the modes.
-        "query_cache_size": 0, "search_access_weight": 0.0,
-    }
-    if embedder is not None:
-        values["embedder"] = embedder
-    stack = EmbeddedStack(Settings(**values))
-    try:
-        try:
-            info = stack.prepare()
-            stack.start_in_background()
-        except AppError as exc:
-            raise EvalError(f"the stack did not start: {exc.message}") from exc
-        yield info.base_url, stack.settings
-    finally:
-        stack.stop()
-        if own_dir:
-            shutil.rmtree(root, ignore_errors=True)
+# Starts the stack an evaluation runs against, given a data directory (None: a temporary
+# one) and an embedder spec (None: the default), and yields its base URL and settings.
+StackFactory = Callable[[Path | None, str | None], AbstractContextManager[tuple[str, Settings]]]
 
 
 def run_mode(
@@ -179,8 +148,11 @@ def select_questions(options: EvalOptions, questions: list[ds.Question]) -> list
     return questions[: options.limit_questions]
 
 
-def run_evaluation(options: EvalOptions, console: Console | None = None) -> EvalReport:
-    """The whole run, with progress lines on `console` when one is given."""
+def run_evaluation(
+    options: EvalOptions, stack: StackFactory, console: Console | None = None
+) -> EvalReport:
+    """The whole run on the stack `stack` starts, with progress lines on `console` when one
+    is given."""
     def say(text: str) -> None:
         if console is not None:
             console.print(text)
@@ -190,7 +162,7 @@ def run_evaluation(options: EvalOptions, console: Console | None = None) -> Eval
     questions = select_questions(options, qset.questions)
     specs = mx.LOCOMO_METRICS if options.dataset == "locomo" else mx.MADIAL_METRICS
     order = list(ds.LOCOMO_CATEGORIES.values()) if options.dataset == "locomo" else ["all"]
-    with embedded_stack(options.data_dir, options.embedder) as (base_url, settings):
+    with stack(options.data_dir, options.embedder) as (base_url, settings):
         items = sum(len(i.items) for inters in corpus.users.values() for i in inters)
         say(f"ingesting {items} items for {len(corpus.users)} users through {base_url}")
         outcome = ingest(base_url, corpus, settings.worker_concurrency)
@@ -231,9 +203,11 @@ def run_evaluation(options: EvalOptions, console: Console | None = None) -> Eval
     )
 
 
-def run_command(options: EvalOptions, out: Path | None, console: Console) -> Path:
+def run_command(
+    options: EvalOptions, stack: StackFactory, out: Path | None, console: Console
+) -> Path:
     """`memoryd eval`: run, print a table per mode, write the JSON report."""
-    report = run_evaluation(options, console)
+    report = run_evaluation(options, stack, console)
     render(report, console)
     path = write_json(report, out or default_out_path(options.dataset, datetime.now(UTC)))
     console.print(f"report written to {path} (wall time {report.wall_time_s:.1f} s)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from shared.extraction.llm_prompt import retry_note
 from shared.extraction.redaction import redact
 from shared.extraction.reply_parsing import parse_json_object
 from shared.llm.base import ChatClient, ChatMessage
@@ -22,8 +23,6 @@ def ask_json(
 
     After `retries` re-asks the job fails permanently; the last reply, redacted, is kept.
     """
-    from shared.extraction.llm_prompt import retry_note
-
     conversation = list(messages)
     reply = ""
     problem = ""

@@ -22,16 +22,20 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import redis
+from celery import Celery
 from kombu.exceptions import OperationalError
 from pydantic import BaseModel
 from redis.exceptions import RedisError
 
 from shared.embeddings import Embedder, make_embedder
 from shared.embeddings.factory import canonical_spec
-from shared.index.generations import IndexRecord, PhysicalIndex
-from shared.index.write_fence import parse_member
+from shared.index.generations import GenerationalStore, IndexRecord, PhysicalIndex
+from shared.index.write_fence import WriteFence, parse_member
+from shared.jobs.job_store import JobStore
 from shared.jobs.names import TaskName
 from shared.jobs.send import send
 from shared.platform.errors import (
@@ -47,7 +51,6 @@ from shared.platform.settings import Settings
 from shared.records.models import JobStatus, Owner
 from shared.records.schemas import JobAccepted
 from shared.retrieval.keywords import keyword_vector
-from shared.runtime import Runtime
 from shared.store import PointData, StoredPoint
 
 log = get_logger("memoryd.reindex")
@@ -78,6 +81,19 @@ class ReindexStep(BaseModel):
     embedded: int = 0
 
 
+@dataclass(frozen=True)
+class Reindexing:
+    """What a re-embedding uses: the index and its write fence, the job store for progress,
+    Redis for the re-embedding lock, Celery for the next step, and the settings."""
+
+    index: GenerationalStore
+    fence: WriteFence
+    jobs: JobStore
+    redis: redis.Redis
+    celery: Celery
+    settings: Settings
+
+
 def allowed_embedders(settings: Settings) -> list[str]:
     """What a re-embedding may switch to: the configured embedder, and the specs listed in
     `reindex_embedders`, each in its canonical spelling."""
@@ -99,38 +115,38 @@ def check_allowed(settings: Settings, spec: str) -> None:
 
 
 def start(
-    rt: Runtime, tenant: str, request_id: str | None, spec: str, batch_size: int
+    rx: Reindexing, tenant: str, request_id: str | None, spec: str, batch_size: int
 ) -> JobAccepted:
-    check_allowed(rt.settings, spec)
+    check_allowed(rx.settings, spec)
     try:
-        embedder = _embedder(rt, spec)
+        embedder = _embedder(rx, spec)
     except ConfigurationError as exc:
         raise InvalidInput(f"embedder: {exc.message}", field="embedder") from exc
     job_id = str(uuid.uuid4())
-    if not rt.redis.set(LOCK, job_id, nx=True, ex=_LOCK_TTL_S):
-        running = rt.redis.get(LOCK)
+    if not rx.redis.set(LOCK, job_id, nx=True, ex=_LOCK_TTL_S):
+        running = rx.redis.get(LOCK)
         raise Conflict(
             f"a re-embedding is already running (job {_text(running)})",
             field="embedder", code="reindex_running",
         )
     try:
-        rt.jobs.create(job_id, tenant, TaskName.REINDEX.value, request_id)
-        rt.jobs.set_progress(job_id, {"phase": "queued", "embedder": embedder.name,
+        rx.jobs.create(job_id, tenant, TaskName.REINDEX.value, request_id)
+        rx.jobs.set_progress(job_id, {"phase": "queued", "embedder": embedder.name,
                                       "done": 0, "total": 0})
-        _send(rt, TaskName.REINDEX, {"command": {
+        _send(rx, TaskName.REINDEX, {"command": {
             "job_id": job_id, "tenant_id": tenant, "request_id": request_id,
             "embedder": embedder.name, "batch_size": batch_size,
         }})
     except (OperationalError, RedisError, OSError) as exc:
-        rt.redis.delete(LOCK)
+        rx.redis.delete(LOCK)
         raise QueueUnavailable(f"the queue is unreachable: {exc}") from exc
     return JobAccepted(job_id=job_id, status=JobStatus.QUEUED)
 
 
-def status(rt: Runtime) -> dict[str, Any]:
-    record = rt.index.view().record
-    running = rt.redis.get(LOCK)
-    alias = rt.index.alias()
+def status(rx: Reindexing) -> dict[str, Any]:
+    record = rx.index.view().record
+    running = rx.redis.get(LOCK)
+    alias = rx.index.alias()
     return {
         **record.model_dump(mode="json", exclude={"previous"}),
         "running_job": _text(running) if running else None,
@@ -138,21 +154,21 @@ def status(rt: Runtime) -> dict[str, Any]:
     }
 
 
-def begin(rt: Runtime, args: dict[str, Any]) -> None:
+def begin(rx: Reindexing, args: dict[str, Any]) -> None:
     job_id = str(args["job_id"])
-    if rt.jobs.begin(job_id) is not None:
+    if rx.jobs.begin(job_id) is not None:
         return  # a redelivered start of a finished job
-    index = rt.index
+    index = rx.index
     record = index.read_record() or index.view().record
-    check_allowed(rt.settings, str(args["embedder"]))  # a task may come from anyone on Redis
-    target_embedder = _embedder(rt, str(args["embedder"]))
+    check_allowed(rx.settings, str(args["embedder"]))  # a task may come from anyone on Redis
+    target_embedder = _embedder(rx, str(args["embedder"]))
     generation = record.generation + 1
     target = PhysicalIndex(collection=f"{index.home.collection}_g{generation}",
                            embedder=target_embedder.name, dim=target_embedder.dim)
     # A failed earlier attempt at this generation may have left a partial collection.
     index.discard(target.collection)
     index.physical(target.collection, target.dim)
-    rt.fence.start_copying(generation)
+    rx.fence.start_copying(generation)
     source = PhysicalIndex(collection=record.collection, embedder=record.embedder,
                            dim=record.dim)
     step = ReindexStep(
@@ -163,53 +179,53 @@ def begin(rt: Runtime, args: dict[str, Any]) -> None:
     )
     log.info("reindex_started", source=source.collection, target=target.collection,
              embedder=target.embedder, total=step.total)
-    _progress(rt, step, "copying")
-    _send(rt, TaskName.REINDEX_BATCH, {"step": step.model_dump(mode="json")})
+    _progress(rx, step, "copying")
+    _send(rx, TaskName.REINDEX_BATCH, {"step": step.model_dump(mode="json")})
 
 
-def copy_batch(rt: Runtime, args: dict[str, Any]) -> None:
+def copy_batch(rx: Reindexing, args: dict[str, Any]) -> None:
     step = ReindexStep.model_validate(args)
-    if not _still_ours(rt, step.job_id):
+    if not _still_ours(rx, step.job_id):
         return
-    source = rt.index.physical(step.source.collection)
+    source = rx.index.physical(step.source.collection)
     points, next_offset = source.scan(step.offset, step.batch_size, with_vectors=True)
-    reused, embedded = _copy(rt, step, points)
+    reused, embedded = _copy(rx, step, points)
     step.done += len(points)
     step.reused += reused
     step.embedded += embedded
     step.offset = next_offset
     step.total = max(step.total, step.done)
-    rt.redis.expire(LOCK, _LOCK_TTL_S)
+    rx.redis.expire(LOCK, _LOCK_TTL_S)
     if next_offset is not None:
-        _progress(rt, step, "copying")
-        _send(rt, TaskName.REINDEX_BATCH, {"step": step.model_dump(mode="json")})
+        _progress(rx, step, "copying")
+        _send(rx, TaskName.REINDEX_BATCH, {"step": step.model_dump(mode="json")})
         return
-    _progress(rt, step, "catching_up")
-    _send(rt, TaskName.REINDEX_SWITCH, {"step": step.model_dump(mode="json")})
+    _progress(rx, step, "catching_up")
+    _send(rx, TaskName.REINDEX_SWITCH, {"step": step.model_dump(mode="json")})
 
 
-def switch(rt: Runtime, args: dict[str, Any]) -> dict[str, Any]:
+def switch(rx: Reindexing, args: dict[str, Any]) -> dict[str, Any]:
     step = ReindexStep.model_validate(args)
-    if not _still_ours(rt, step.job_id):
+    if not _still_ours(rx, step.job_id):
         return {}
-    fence = rt.fence
+    fence = rx.fence
     replayed = 0
     for _ in range(_MAX_ROUNDS):
         if fence.dirty_count() <= _CLOSE_AT:
             break
-        replayed += _replay(rt, step, fence.pop_dirty(512))
-    _progress(rt, step, "switching")
-    if not fence.close(timeout_s=rt.settings.user_lock_wait_s):
+        replayed += _replay(rx, step, fence.pop_dirty(512))
+    _progress(rx, step, "switching")
+    if not fence.close(timeout_s=rx.settings.user_lock_wait_s):
         raise TransientError("writes did not pause for the switch; trying again")
     switched = False
     try:
         while members := fence.pop_dirty(512):
             try:
-                replayed += _replay(rt, step, members)
+                replayed += _replay(rx, step, members)
             except BaseException:
                 fence.push_dirty(members)
                 raise
-        index = rt.index
+        index = rx.index
         old = index.read_record() or index.view().record
         keep = PhysicalIndex(collection=old.collection, embedder=old.embedder, dim=old.dim)
         record = IndexRecord(collection=step.target.collection, embedder=step.target.embedder,
@@ -227,24 +243,24 @@ def switch(rt: Runtime, args: dict[str, Any]) -> dict[str, Any]:
     result = {"generation": step.generation, "collection": record.collection,
               "embedder": record.embedder, "dim": record.dim, "points": step.done,
               "reused": step.reused, "embedded": step.embedded, "replayed": replayed}
-    _progress(rt, step, "done")
-    rt.jobs.mark_succeeded(step.job_id, result)
-    _release(rt, step.job_id)
+    _progress(rx, step, "done")
+    rx.jobs.mark_succeeded(step.job_id, result)
+    _release(rx, step.job_id)
     log.info("reindex_switched", **result)
     return result
 
 
-def fail(rt: Runtime, job_id: str, error: dict[str, Any]) -> None:
+def fail(rx: Reindexing, job_id: str, error: dict[str, Any]) -> None:
     """A step failed for good: stop recording writes, free the lock, fail the job."""
-    rt.fence.finish(None)
-    rt.jobs.mark_failed(job_id, error)
-    _release(rt, job_id)
+    rx.fence.finish(None)
+    rx.jobs.mark_failed(job_id, error)
+    _release(rx, job_id)
 
 
 # ---- copying --------------------------------------------------------------------------
 
 
-def _copy(rt: Runtime, step: ReindexStep, points: Sequence[StoredPoint]) -> tuple[int, int]:
+def _copy(rx: Reindexing, step: ReindexStep, points: Sequence[StoredPoint]) -> tuple[int, int]:
     """Write `points` (from the source) to the target; returns (reused, embedded)."""
     if not points:
         return 0, 0
@@ -252,13 +268,13 @@ def _copy(rt: Runtime, step: ReindexStep, points: Sequence[StoredPoint]) -> tupl
     if step.source.embedder == step.target.embedder:
         vectors = {p.id: p.dense for p in points if p.dense is not None}
     else:
-        vectors = _from_donors(rt, step, points)
+        vectors = _from_donors(rx, step, points)
     missing = [p for p in points if p.id not in vectors]
     if missing:
-        model = _embedder(rt, step.target.embedder)
+        model = _embedder(rx, step.target.embedder)
         fresh = model.embed_documents([str(p.payload.get("content", "")) for p in missing])
         vectors.update({p.id: row.tolist() for p, row in zip(missing, fresh, strict=True)})
-    target = rt.index.physical(step.target.collection)
+    target = rx.index.physical(step.target.collection)
     for owner, group in _by_owner(points).items():
         target.upsert(owner, [
             PointData(p.id, {**p.payload, "embedding_model": step.target.embedder},
@@ -269,14 +285,14 @@ def _copy(rt: Runtime, step: ReindexStep, points: Sequence[StoredPoint]) -> tupl
 
 
 def _from_donors(
-    rt: Runtime, step: ReindexStep, points: Sequence[StoredPoint]
+    rx: Reindexing, step: ReindexStep, points: Sequence[StoredPoint]
 ) -> dict[str, list[float]]:
     """Vectors of the target model already stored for the same id and the same text."""
     found: dict[str, list[float]] = {}
     for donor in step.donors:
         if donor.embedder != step.target.embedder or donor.dim != step.target.dim:
             continue
-        store = rt.index.physical(donor.collection)
+        store = rx.index.physical(donor.collection)
         for owner, group in _by_owner([p for p in points if p.id not in found]).items():
             hashes = {p.id: p.payload.get("content_hash") for p in group}
             for old in store.get(owner, list(hashes), with_vectors=True):
@@ -285,18 +301,18 @@ def _from_donors(
     return found
 
 
-def _replay(rt: Runtime, step: ReindexStep, members: Sequence[str]) -> int:
+def _replay(rx: Reindexing, step: ReindexStep, members: Sequence[str]) -> int:
     """Copy again what writes touched during the copy; what they deleted goes too."""
     wanted: dict[Owner, list[str]] = defaultdict(list)
     for member in members:
         owner, memory_id = parse_member(member)
         wanted[owner].append(memory_id)
-    source = rt.index.physical(step.source.collection)
-    target = rt.index.physical(step.target.collection)
+    source = rx.index.physical(step.source.collection)
+    target = rx.index.physical(step.target.collection)
     for owner, ids in wanted.items():
         ids = list(dict.fromkeys(ids))
         found = source.get(owner, ids, with_vectors=True)
-        _copy(rt, step, found)
+        _copy(rx, step, found)
         gone = set(ids) - {p.id for p in found}
         if gone:
             target.delete(owner, sorted(gone))
@@ -314,30 +330,30 @@ def _by_owner(points: Sequence[StoredPoint]) -> dict[Owner, list[StoredPoint]]:
 # ---- bookkeeping ----------------------------------------------------------------------
 
 
-def _embedder(rt: Runtime, spec: str) -> Embedder:
-    return make_embedder(spec, rt.settings)
+def _embedder(rx: Reindexing, spec: str) -> Embedder:
+    return make_embedder(spec, rx.settings)
 
 
-def _progress(rt: Runtime, step: ReindexStep, phase: str) -> None:
-    rt.jobs.set_progress(step.job_id, {
+def _progress(rx: Reindexing, step: ReindexStep, phase: str) -> None:
+    rx.jobs.set_progress(step.job_id, {
         "phase": phase, "done": step.done, "total": step.total, "reused": step.reused,
         "embedded": step.embedded, "embedder": step.target.embedder,
         "collection": step.target.collection, "generation": step.generation,
     })
 
 
-def _still_ours(rt: Runtime, job_id: str) -> bool:
+def _still_ours(rx: Reindexing, job_id: str) -> bool:
     """A step of a job that no longer holds the lock (failed, or finished) does nothing."""
-    return _text(rt.redis.get(LOCK)) == job_id
+    return _text(rx.redis.get(LOCK)) == job_id
 
 
-def _release(rt: Runtime, job_id: str) -> None:
-    if _still_ours(rt, job_id):
-        rt.redis.delete(LOCK)
+def _release(rx: Reindexing, job_id: str) -> None:
+    if _still_ours(rx, job_id):
+        rx.redis.delete(LOCK)
 
 
-def _send(rt: Runtime, task: TaskName, kwargs: dict[str, Any]) -> None:
-    send(rt.celery, task, kwargs)
+def _send(rx: Reindexing, task: TaskName, kwargs: dict[str, Any]) -> None:
+    send(rx.celery, task, kwargs)
 
 
 def _text(value: Any) -> str:

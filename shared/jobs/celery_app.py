@@ -1,11 +1,12 @@
-"""The Celery app, configured from `Settings`. Flower: `celery -A shared.jobs.celery_app:app`."""
+"""The Celery app's configuration from `Settings`. The process's app is built by its
+composition root (`workers/celery_app.py`; Flower: `celery -A workers.celery_app:app`)."""
 
 from __future__ import annotations
 
 from celery import Celery
 
 from shared.jobs.names import QUEUE_OF, QueueName, TaskName
-from shared.platform.settings import Settings, get_settings
+from shared.platform.settings import Settings
 
 
 def configure(app: Celery, settings: Settings) -> None:
@@ -60,8 +61,3 @@ def create_app(settings: Settings) -> Celery:
     configure(app, settings)
     return app
 
-
-app = create_app(get_settings())
-# Retries are published through the current app; in a worker thread that would otherwise
-# be Celery's unconfigured default app (an AMQP broker on localhost).
-app.set_default()

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import uuid
 
+from celery import Celery
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
+from shared.jobs.job_store import JobStore
 from shared.jobs.names import TaskName
 from shared.jobs.send import send
 from shared.platform.errors import IdempotencyConflict, QueueUnavailable
@@ -14,11 +16,14 @@ from shared.records.commands import Command
 from shared.records.identity import job_id_for, request_digest
 from shared.records.models import JobStatus
 from shared.records.schemas import JobAccepted
-from shared.runtime import Runtime
 
 
 def submit(
-    rt: Runtime, task: TaskName, command: Command, idempotency_key: str | None = None
+    jobs: JobStore,
+    celery: Celery,
+    task: TaskName,
+    command: Command,
+    idempotency_key: str | None = None,
 ) -> JobAccepted:
     """Enqueue once per idempotency key of one user and one operation (the task).
 
@@ -36,21 +41,21 @@ def submit(
     else:
         job_id = str(uuid.uuid4())
     try:
-        if not rt.jobs.create(job_id, tenant, task.value, command.request_id,
-                              command.user_id, digest):
-            first = rt.jobs.digest(job_id)
+        if not jobs.create(job_id, tenant, task.value, command.request_id,
+                           command.user_id, digest):
+            first = jobs.digest(job_id)
             if first is not None and first != digest:
                 raise IdempotencyConflict(
                     f"idempotency_key {idempotency_key!r} was used for another request by "
                     "this user; use a new key for a new request", field="idempotency_key")
-            return JobAccepted(job_id=job_id, status=rt.jobs.get(job_id, tenant).status)
+            return JobAccepted(job_id=job_id, status=jobs.get(job_id, tenant).status)
     except RedisError as exc:
         raise QueueUnavailable(f"the queue is unreachable: {exc}") from exc
     try:
-        send(rt.celery, task, {"command": command.model_dump(mode="json")}, job_id)
+        send(celery, task, {"command": command.model_dump(mode="json")}, job_id)
     except (OperationalError, RedisError, OSError) as exc:
         try:
-            rt.jobs.discard(job_id)
+            jobs.discard(job_id)
         except RedisError:
             pass
         raise QueueUnavailable(f"the queue is unreachable: {exc}") from exc

@@ -14,6 +14,8 @@ import binascii
 import json
 from typing import Any, cast
 
+import redis
+from celery import Celery
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
@@ -23,7 +25,6 @@ from shared.jobs.send import send
 from shared.platform.errors import Conflict, InvalidInput, NotFound, QueueUnavailable
 from shared.records.models import JobStatus, utcnow
 from shared.records.schemas import FailedJob, FailedJobPage, JobAccepted
-from shared.runtime import Runtime
 
 # failed → queued atomically, so two concurrent retries cannot both send the job.
 _CLAIM = """
@@ -82,11 +83,13 @@ def _view(job_id: str, raw: dict[str, str]) -> FailedJob:
     )
 
 
-def list_failed(rt: Runtime, tenant: str, limit: int, cursor: str | None) -> FailedJobPage:
+def list_failed(
+    client: redis.Redis, job_ttl_s: float, tenant: str, limit: int, cursor: str | None
+) -> FailedJobPage:
     """Newest failure first. Entries whose job record has expired are dropped on the way."""
     index = failed_index(tenant)
-    r = rt.redis
-    r.zremrangebyscore(index, "-inf", utcnow().timestamp() - rt.settings.job_ttl_s)
+    r = client
+    r.zremrangebyscore(index, "-inf", utcnow().timestamp() - job_ttl_s)
     top: float | str = "+inf"
     seen: list[str] = []
     if cursor:
@@ -126,9 +129,9 @@ def list_failed(rt: Runtime, tenant: str, limit: int, cursor: str | None) -> Fai
     return FailedJobPage(items=items, next_cursor=encode_cursor(last_score, at_last))
 
 
-def retry(rt: Runtime, tenant: str, job_id: str) -> JobAccepted:
+def retry(client: redis.Redis, celery: Celery, tenant: str, job_id: str) -> JobAccepted:
     """Send a failed job's arguments again under its id; 409 unless it is failed."""
-    claim = rt.redis.register_script(_CLAIM)
+    claim = client.register_script(_CLAIM)
     now = utcnow()
     keys = [_job_key(job_id), failed_index(tenant)]
     try:
@@ -144,11 +147,11 @@ def retry(rt: Runtime, tenant: str, job_id: str) -> JobAccepted:
     if outcome == -2:
         raise Conflict(f"job {job_id} has no kept arguments (a forget removed them, or it "
                        "failed before they were kept); it cannot be retried", field="job_id")
-    kind = TaskName(_text(rt.redis.hget(_job_key(job_id), "kind")))
+    kind = TaskName(_text(client.hget(_job_key(job_id), "kind")))
     try:
-        send(rt.celery, kind, json.loads(_text(value)), job_id)
+        send(celery, kind, json.loads(_text(value)), job_id)
     except (OperationalError, RedisError, OSError) as exc:
-        unclaim = rt.redis.register_script(_UNCLAIM)
+        unclaim = client.register_script(_UNCLAIM)
         try:
             unclaim(keys=keys, args=[utcnow().isoformat(), now.timestamp(), job_id])
         except RedisError:

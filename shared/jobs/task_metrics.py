@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
+import redis
 from celery.signals import after_task_publish, task_postrun, task_prerun
 from redis.exceptions import RedisError
 
 from shared.platform.logs import get_logger
 from shared.platform.metrics import count_enqueued, record_task
-from shared.runtime import get_runtime
 
 log = get_logger("memoryd.metrics")
 
@@ -23,6 +24,7 @@ _STATES = {"SUCCESS": "succeeded", "FAILURE": "failed", "RETRY": "retried"}
 _started: dict[str, float] = {}
 _lock = threading.Lock()
 _connected = False
+_redis: Callable[[], redis.Redis] | None = None
 
 
 def _on_prerun(task_id: str | None = None, **_: Any) -> None:
@@ -38,8 +40,10 @@ def _on_postrun(
         started = _started.pop(task_id or "", None)
     seconds = time.perf_counter() - started if started is not None else None
     name = str(getattr(task, "name", "unknown"))
+    if _redis is None:
+        return
     try:
-        record_task(get_runtime().redis, name, _STATES.get(state or "", "other"), seconds)
+        record_task(_redis(), name, _STATES.get(state or "", "other"), seconds)
     except RedisError as exc:
         log.warning("task_metrics_not_recorded", error=str(exc))
 
@@ -48,8 +52,11 @@ def _on_publish(sender: str | None = None, **_: Any) -> None:
     count_enqueued(str(sender or "unknown"))
 
 
-def connect() -> None:
-    global _connected
+def connect(redis_of: Callable[[], redis.Redis]) -> None:
+    """Count this process's task runs into the Redis `redis_of()` returns (called per run,
+    so the process's runtime may be built after this)."""
+    global _connected, _redis
+    _redis = redis_of
     if _connected:
         return
     _connected = True

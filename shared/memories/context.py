@@ -20,7 +20,6 @@ from shared.records.schemas import (
 )
 from shared.retrieval.context_block import detect_language, format_line, pack
 from shared.retrieval.context_tokens import TokenCounter, default_counter
-from shared.runtime import Runtime
 
 # The search sees the query and up to this many of the latest user turns, within this many
 # characters: enough to resolve "what about her?", short enough to stay about the query.
@@ -69,11 +68,11 @@ def block_language(req: ContextRequest) -> BlockLanguage:
 
 
 def build_context(
-    rt: Runtime, owner: Owner, req: ContextRequest, counter: TokenCounter | None = None
+    rp: reads.ReadPath, owner: Owner, req: ContextRequest, counter: TokenCounter | None = None
 ) -> ContextResponse:
     counter = counter or default_counter()
     found = reads.search(
-        rt,
+        rp,
         owner,
         SearchRequest(
             user_id=req.user_id,

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -37,7 +39,6 @@ from redis.exceptions import RedisError, ResponseError
 from shared.jobs.names import TaskName
 from shared.jobs.send import send
 from shared.platform.logs import get_logger
-from shared.runtime import Runtime
 
 log = get_logger("memoryd.erasure")
 
@@ -51,11 +52,21 @@ LOCK_TIMEOUT_S = 3600.0
 _POLL_S = 0.05
 
 
-def after_forget(rt: Runtime) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class Erasure:
+    """What a compaction rewrites: Redis's files and the store's (`compact_store`, the index's
+    copy of what is live), and the bound a forgotten text may survive (`compaction_s`)."""
+
+    redis: redis.Redis
+    compact_store: Callable[[], dict[str, Any]]
+    compaction_s: float
+
+
+def after_forget(er: Erasure) -> dict[str, Any] | None:
     """Count the forget; compact now when the bound is 0 (the compaction's report)."""
-    rt.redis.incr(FORGETS)
-    if rt.settings.erasure_compaction_s == 0:
-        return compact(rt)
+    er.redis.incr(FORGETS)
+    if er.compaction_s == 0:
+        return compact(er)
     return None
 
 
@@ -64,40 +75,40 @@ def pending(client: redis.Redis) -> tuple[int, int]:
     return int(forgets or 0), int(compacted or 0)
 
 
-def compact_if_due(rt: Runtime) -> dict[str, Any]:
+def compact_if_due(er: Erasure) -> dict[str, Any]:
     """The periodic task: compact when a forget happened since the last compaction. When
     another compaction is running this one leaves: a forget it does not cover is still
     pending, and the next period takes it."""
-    forgets, compacted = pending(rt.redis)
+    forgets, compacted = pending(er.redis)
     if forgets <= compacted:
         return {"compacted": False}
-    return compact(rt, wait_s=0.0)
+    return compact(er, wait_s=0.0)
 
 
-def compact(rt: Runtime, wait_s: float | None = None) -> dict[str, Any]:
+def compact(er: Erasure, wait_s: float | None = None) -> dict[str, Any]:
     """Rewrite the store's and Redis's files from what is live now, one compaction at a
     time (a Redis lock: every worker process may run one); `wait_s` for the lock (None:
     as long as a compaction may take).
 
     Every forget counted before this starts is covered: the store copy and the Redis
     rewrites both happen after it (a forget that starts meanwhile counts for the next)."""
-    lock = rt.redis.lock(LOCK, timeout=LOCK_TIMEOUT_S)
+    lock = er.redis.lock(LOCK, timeout=LOCK_TIMEOUT_S)
     if not lock.acquire(blocking=wait_s != 0,
                         blocking_timeout=LOCK_TIMEOUT_S if wait_s is None else wait_s):
         return {"compacted": False, "busy": True}
     try:
-        return _compact(rt)
+        return _compact(er)
     finally:
         with contextlib.suppress(RedisError):
             lock.release()
 
 
-def _compact(rt: Runtime) -> dict[str, Any]:
+def _compact(er: Erasure) -> dict[str, Any]:
     started = time.monotonic()
-    forgets, _ = pending(rt.redis)
-    store = rt.index.compact()
-    redis_report = rewrite_redis(rt.redis, REDIS_WAIT_S)
-    rt.redis.eval(
+    forgets, _ = pending(er.redis)
+    store = er.compact_store()
+    redis_report = rewrite_redis(er.redis, REDIS_WAIT_S)
+    er.redis.eval(
         "local v = tonumber(redis.call('GET', KEYS[1]) or '0') "
         "if tonumber(ARGV[1]) > v then redis.call('SET', KEYS[1], ARGV[1]) end return 1",
         1, COMPACTED, forgets,

@@ -8,17 +8,17 @@ from shared.memories.conflicts import version_chain
 from shared.platform.errors import NotFound
 from shared.records.models import Owner
 from shared.records.schemas import HistoryEvent, MemoryHistory
-from shared.runtime import Runtime
+from shared.store import Store
 
 
-def memory_history(rt: Runtime, owner: Owner, memory_id: str) -> MemoryHistory:
+def memory_history(store: Store, owner: Owner, memory_id: str) -> MemoryHistory:
     try:
         uuid.UUID(memory_id)
     except ValueError:
         raise NotFound(f"no memory {memory_id}", field="memory_id") from None
     # A deleted memory has no point left, only its trail (without content).
-    versions = version_chain(rt.store, owner, memory_id) or [memory_id]
-    events = [e for mid in versions for e in rt.store.audit_of(owner, mid)]
+    versions = version_chain(store, owner, memory_id) or [memory_id]
+    events = [e for mid in versions for e in store.audit_of(owner, mid)]
     if not events:
         raise NotFound(f"no memory {memory_id}", field="memory_id")
     events.sort(key=lambda e: e.at)

@@ -25,6 +25,7 @@ from shared.extraction.operations import (
 )
 from shared.extraction.redaction import redact
 from shared.jobs.forgetting import ForgetSpan, record_forget, refuse_forgotten
+from shared.llm import ChatClient
 from shared.memories.conflicts import Verdict, conflict_band, in_band, judge, version_chain
 from shared.memories.reads import visibility
 from shared.memories.writes import MemoryWriter, range_conditions, same_numbers
@@ -64,11 +65,11 @@ def redacted_messages(cmd: IngestCommand) -> list[Message]:
 
 
 class LLMExtraction:
-    def __init__(self, writer: MemoryWriter) -> None:
+    def __init__(
+        self, writer: MemoryWriter, client: ChatClient | None, judge_client: ChatClient | None
+    ) -> None:
         self.writer = writer
-        self.rt = writer.rt
         self.settings = writer.settings
-        client, judge_client = self.rt.llm, self.rt.judge_llm
         if client is None or judge_client is None:
             raise ExtractorUnavailable("LLM extraction is not configured", field="extract")
         self.client = client
@@ -104,9 +105,9 @@ class LLMExtraction:
         """This user's current memories nearest the interaction, under aliases m1, m2, …"""
         if self.settings.llm_max_existing == 0:
             return {}
-        vector = self.rt.embedder.embed_query(text)
+        vector = self.writer.embedder.embed_query(text)
         conds = [*visibility(None, cmd.project), Match("state", "active")]
-        hits = self.rt.store.search(owner, vector.tolist(), conds,
+        hits = self.writer.store.search(owner, vector.tolist(), conds,
                                     limit=self.settings.llm_max_existing)
         return {f"m{i}": MemoryRecord.from_payload(p.id, p.payload)
                 for i, p in enumerate(hits, start=1)}
@@ -129,13 +130,13 @@ class LLMExtraction:
     def _judged(self, cmd: IngestCommand, p: Planned, vector: np.ndarray) -> Step:
         """An ADD whose nearest memory is in the conflict band gets the judge's verdict."""
         conds = [*range_conditions(cmd.scope, cmd.project), Match("state", "active")]
-        near = self.rt.store.search(cmd.owner, vector.tolist(), conds, limit=1)
+        near = self.writer.store.search(cmd.owner, vector.tolist(), conds, limit=1)
         if not near:
             return Step("ADD", p, vector=vector)
         nearest = MemoryRecord.from_payload(near[0].id, near[0].payload)
         if nearest.content_hash == content_hash(p.content):
             return Step("ADD", p, vector=vector)  # the writer reports the exact duplicate
-        band = conflict_band(self.settings, self.rt.embedder.name)
+        band = conflict_band(self.settings, self.writer.embedder.name)
         if not in_band(near[0].score, band, not same_numbers(p.content, nearest.content)):
             return Step("ADD", p, vector=vector)
         verdict = judge(self.judge_client, nearest.content, p.content,
@@ -192,7 +193,7 @@ class LLMExtraction:
 
     def _supersede(self, cmd: IngestCommand, step: Step, when: Any, job_id: str) -> dict[str, Any]:
         """The new content becomes a new version; the old one stays, marked, out of search."""
-        owner, store = cmd.owner, self.rt.store
+        owner, store = cmd.owner, self.writer.store
         assert step.target is not None and step.vector is not None
         with self.writer._lock(owner):
             found = store.get(owner, [step.target.id])
@@ -200,7 +201,7 @@ class LLMExtraction:
                 return {"outcome": "skipped", "memory_id": step.target.id,
                         "reason": "the target is no longer a current memory"}
             old = MemoryRecord.from_payload(found[0].id, found[0].payload)
-            refuse_forgotten(self.rt.redis, owner, old.scope.value, old.project,
+            refuse_forgotten(self.writer.redis, owner, old.scope.value, old.project,
                              [self._candidate(cmd, step, when)], job_id)
             chash = content_hash(step.planned.content)
             if chash == old.content_hash:
@@ -214,7 +215,7 @@ class LLMExtraction:
                 project=old.project, thread_id=c.thread_id, tags=old.tags,
                 importance=c.importance, confidence=c.confidence, source=Source.INTERACTION,
                 occurred_at=c.occurred_at, created_at=now, updated_at=now,
-                embedding_model=self.rt.embedder.name, job_id=job_id, metadata=c.metadata,
+                embedding_model=self.writer.embedder.name, job_id=job_id, metadata=c.metadata,
                 supersedes=old.id,
             )
             store.upsert(owner, [PointData(record.id, record.to_payload(),
@@ -226,7 +227,7 @@ class LLMExtraction:
 
     def _delete(self, owner: Owner, target: MemoryRecord, job_id: str) -> dict[str, Any]:
         """Forgetting a memory forgets every version of it, and their content in the trail."""
-        store = self.rt.store
+        store = self.writer.store
         span = ForgetSpan()
         contents: list[str] = []
         with self.writer._lock(owner):
@@ -235,7 +236,7 @@ class LLMExtraction:
                 # The user asked to forget it: as DELETE /v1/memories/{id} does.
                 contents = [str(p.payload.get("content") or "") for p in store.get(owner, chain)]
                 span = ForgetSpan(ids=chain)
-                record_forget(self.rt.redis, owner, span)
+                record_forget(self.writer.redis, owner, span)
                 store.delete(owner, chain)
                 store.erase_audit_content(owner, chain)
                 for mid in chain:
@@ -251,7 +252,7 @@ class LLMExtraction:
 
     def _refresh_locked(self, owner: Owner, target: MemoryRecord, job_id: str) -> dict[str, Any]:
         now = utcnow()
-        self.rt.store.set_payload(owner, [target.id], {
+        self.writer.store.set_payload(owner, [target.id], {
             "updated_at": now.isoformat(), "updated_ts": round(now.timestamp(), 3),
         })
         self._audit(owner, target.id, "NOOP", target.content, target.content, job_id)
@@ -259,18 +260,18 @@ class LLMExtraction:
 
     def _mark_conflict(self, owner: Owner, new: MemoryRecord, old: MemoryRecord) -> None:
         with self.writer._lock(owner):
-            found = self.rt.store.get(owner, [old.id])
+            found = self.writer.store.get(owner, [old.id])
             if not found:
                 return
             theirs = list(found[0].payload.get("conflicts_with") or [])
-            self.rt.store.set_payload(owner, [old.id],
+            self.writer.store.set_payload(owner, [old.id],
                                       {"conflicts_with": [*theirs, new.id]})
-            self.rt.store.set_payload(owner, [new.id],
+            self.writer.store.set_payload(owner, [new.id],
                                       {"conflicts_with": [*new.conflicts_with, old.id]})
 
     def _audit(self, owner: Owner, mid: str, event: str, before: str | None, after: str | None,
                job_id: str) -> None:
-        self.rt.store.append_audit([AuditEvent(
+        self.writer.store.append_audit([AuditEvent(
             memory_id=mid, tenant_id=owner.tenant_id, user_id=owner.user_id, event=event,
             before=before, after=after, job_id=job_id, actor=ACTOR,
         )])
@@ -290,5 +291,14 @@ class LLMExtraction:
         }
 
 
-def extract_with_llm(writer: MemoryWriter, cmd: IngestCommand, job_id: str) -> dict[str, Any]:
-    return LLMExtraction(writer).run(cmd, job_id)
+def extract_with_llm(
+    writer: MemoryWriter,
+    cmd: IngestCommand,
+    job_id: str,
+    *,
+    client: ChatClient | None,
+    judge_client: ChatClient | None,
+) -> dict[str, Any]:
+    """The LLM extraction of one interaction; `client` and `judge_client` None: refused
+    (`extractor_unavailable`)."""
+    return LLMExtraction(writer, client, judge_client).run(cmd, job_id)

@@ -7,14 +7,17 @@ import binascii
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
 
+from shared.embeddings import Embedder
 from shared.memories.conflicts import order_conflicts
 from shared.memories.retention import live_conditions
 from shared.platform.errors import InvalidInput, NotFound
+from shared.platform.settings import Settings
 from shared.records.models import MemoryRecord, MemoryType, Owner, Scope, utcnow
 from shared.records.schemas import (
     MemoryPage,
@@ -27,8 +30,8 @@ from shared.records.schemas import (
 from shared.retrieval import scoring
 from shared.retrieval.keywords import query_keyword_vector
 from shared.retrieval.query_text import read_query
-from shared.runtime import Runtime
-from shared.store import DENSE, SPARSE, VectorQuery
+from shared.retrieval.rerank import HttpReranker
+from shared.store import DENSE, SPARSE, Store, VectorQuery
 from shared.store.conditions import (
     AllOf,
     AnyOf,
@@ -39,6 +42,20 @@ from shared.store.conditions import (
     NoneOf,
     OneOf,
 )
+
+
+@dataclass(frozen=True)
+class ReadPath:
+    """What a read uses, resolved once per request: the store, the index view's query model
+    and the name of its document model (hits report it), the search weights and settings,
+    and the reranker (built on first use: an unconfigured one refuses the request)."""
+
+    store: Store
+    query_embedder: Embedder
+    embedder_name: str
+    weights: scoring.Weights
+    settings: Settings
+    reranker: Callable[[], HttpReranker]
 
 
 def visibility(scope: Scope | None, project: str | None) -> list[Condition]:
@@ -66,9 +83,9 @@ def search_conditions(req: SearchRequest) -> list[Condition]:
     return conds
 
 
-def live_search_conditions(rt: Runtime, owner: Owner, req: SearchRequest) -> list[Condition]:
+def live_search_conditions(rp: ReadPath, owner: Owner, req: SearchRequest) -> list[Condition]:
     """The search filter plus retention: nothing expired is ever a hit."""
-    return [*search_conditions(req), *live_conditions(rt.settings, owner.tenant_id)]
+    return [*search_conditions(req), *live_conditions(rp.settings, owner.tenant_id)]
 
 
 @dataclass
@@ -84,18 +101,18 @@ class Scored:
 
 
 def with_next_turns(
-    rt: Runtime, owner: Owner, req: SearchRequest, scored: list[Scored], as_of: datetime
+    rp: ReadPath, owner: Owner, req: SearchRequest, scored: list[Scored], as_of: datetime
 ) -> list[Scored]:
     """The turn after each of the best hits, placed right after it: the answer to a
     question often follows the turn that matches it (measured: docs/retrieval.md)."""
-    top = [s for s in scored[: rt.search_weights.context_hits] if s.place is not None]
+    top = [s for s in scored[: rp.weights.context_hits] if s.place is not None]
     if not top:
         return scored
     wanted = OneOf(tuple(
         AllOf((Match("thread_id", thread), Match("thread_seq", seq + 1)))
         for thread, seq in (s.place for s in top if s.place is not None)
     ))
-    found = rt.store.find(owner, [*live_search_conditions(rt, owner, req), wanted],
+    found = rp.store.find(owner, [*live_search_conditions(rp, owner, req), wanted],
                           limit=len(top))
     after = {(p.payload.get("thread_id"), p.payload.get("thread_seq")): p for p in found}
     top_ids = {s.id for s in top}
@@ -110,25 +127,25 @@ def with_next_turns(
             continue
         nxt = after.get((s.place[0], s.place[1] + 1))
         if nxt is not None and nxt.id not in seen:
-            parts = scoring.boosts(nxt.payload, as_of, rt.search_weights)
+            parts = scoring.boosts(nxt.payload, as_of, rp.weights)
             out.append(Scored(nxt.id, s.final, scoring.ListScores(), s.rel, parts,
                               (s.place[0], s.place[1] + 1), context_of=s.id))
             seen.add(nxt.id)
     return out
 
 
-def reranked(rt: Runtime, owner: Owner, req: SearchRequest, scored: list[Scored]) -> list[Scored]:
+def reranked(rp: ReadPath, owner: Owner, req: SearchRequest, scored: list[Scored]) -> list[Scored]:
     """The best candidates reordered by the reranker, whose score replaces their relevance
     (the recency, importance and access boosts still apply). Candidates below the reranked
     head are dropped: their fused scores are not comparable with the reranked ones."""
-    head = scored[: max(rt.settings.rerank_depth, req.top_k)]
+    head = scored[: max(rp.settings.rerank_depth, req.top_k)]
     texts = {p.id: str(p.payload.get("content", ""))
-             for p in rt.store.get(owner, [s.id for s in head])}
+             for p in rp.store.get(owner, [s.id for s in head])}
     head = [s for s in head if s.id in texts]
-    scores = rt.reranker.scores(req.query, [texts[s.id] for s in head])
+    scores = rp.reranker().scores(req.query, [texts[s.id] for s in head])
     for item, score in zip(head, scores, strict=True):
         item.rel = item.rerank = score
-        item.final = scoring.final_score(score, item.parts, rt.search_weights)
+        item.final = scoring.final_score(score, item.parts, rp.weights)
     head.sort(key=lambda item: item.final, reverse=True)
     return head
 
@@ -155,18 +172,18 @@ def list_depth(depth: int, top_k: int) -> int:
     return max(depth, top_k * depth // 10)
 
 
-def search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
+def search(rp: ReadPath, owner: Owner, req: SearchRequest) -> SearchResponse:
     # The whole search is one session of the query model: with concurrent searches, e5 runs
     # on narrow teams instead of spinning a wide one against the others' Python work.
-    with rt.query_embedder.session():
-        return _search(rt, owner, req)
+    with rp.query_embedder.session():
+        return _search(rp, owner, req)
 
 
-def _search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
+def _search(rp: ReadPath, owner: Owner, req: SearchRequest) -> SearchResponse:
     started = time.perf_counter()
     if req.rerank:
-        _ = rt.reranker  # refuse an unconfigured rerank before doing any work
-    weights = rt.search_weights
+        _ = rp.reranker()  # refuse an unconfigured rerank before doing any work
+    weights = rp.weights
     queries: list[VectorQuery] = []
     text = read_query(req.query)
     # A multi-line query is a conversation excerpt: hybrid search weighs its current turn
@@ -174,10 +191,10 @@ def _search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
     current = text.current if req.mode is SearchMode.HYBRID and text.is_excerpt else None
     if req.mode is not SearchMode.KEYWORD:
         # Cached per tenant: a shared hit would show in took_ms (shared/embeddings/cache.py).
-        vector = rt.query_embedder.embed_query_for(owner.tenant_id, req.query)
+        vector = rp.query_embedder.embed_query_for(owner.tenant_id, req.query)
         if current is not None:
             # The current turn counts twice (MADial recall@5 0.575 → 0.596).
-            vector = vector + rt.query_embedder.embed_query_for(owner.tenant_id, current)
+            vector = vector + rp.query_embedder.embed_query_for(owner.tenant_id, current)
             vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
         queries.append(VectorQuery(DENSE, vector.tolist()))
     keywords = (query_keyword_vector(req.query, current) if req.mode is not SearchMode.DENSE
@@ -186,15 +203,15 @@ def _search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
         queries.append(VectorQuery(SPARSE, keywords))
     # Fusion, neighbours and rescoring reorder, so each list goes deeper than the page:
     # LoCoMo recall@10 is 0.589 → 0.602 from depth 40 to 100 (docs/retrieval.md).
-    depth = list_depth(rt.settings.search_depth, req.top_k)
-    lists = rt.store.search_candidates(owner, live_search_conditions(rt, owner, req), queries,
+    depth = list_depth(rp.settings.search_depth, req.top_k)
+    lists = rp.store.search_candidates(owner, live_search_conditions(rp, owner, req), queries,
                                        depth)
     as_of = req.as_of or utcnow()
     candidates = scoring.Candidates.of(
         lists, 0 if req.mode is not SearchMode.KEYWORD else None,
         len(queries) - 1 if keywords is not None else None)
     share = scoring.dense_weight(req.query, weights)
-    embedder = rt.embedder.name  # a property that reads the active index: once, not per hit
+    embedder = rp.embedder_name
     rels = scoring.relevance(candidates, req.mode, embedder, weights, share)
     if req.mode is SearchMode.HYBRID:
         rels = scoring.smooth_by_neighbours(candidates, rels, weights)
@@ -202,18 +219,18 @@ def _search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
     final = scoring.final_scores(rels, parts, weights)
     # Records only for what can reach the page: the reranker's head, else the page itself
     # (the next turns added below come from the store, not from the candidates).
-    head = max(rt.settings.rerank_depth, req.top_k) if req.rerank else req.top_k
+    head = max(rp.settings.rerank_depth, req.top_k) if req.rerank else req.top_k
     scored = best_candidates(candidates, final, rels, parts, head,
                              None if req.rerank else req.min_score)
     if req.rerank:
-        scored = reranked(rt, owner, req, scored)
+        scored = reranked(rp, owner, req, scored)
         if req.min_score is not None:
             scored = [s for s in scored if s.final >= req.min_score]
     if req.mode is SearchMode.HYBRID and weights.context_hits:
-        scored = with_next_turns(rt, owner, req, scored, as_of)
+        scored = with_next_turns(rp, owner, req, scored, as_of)
     page = scored[: req.top_k]
     # Candidates carry only what scoring reads; the page gets its full records in one call.
-    full = {p.id: p.payload for p in rt.store.get(owner, [s.id for s in page])}
+    full = {p.id: p.payload for p in rp.store.get(owner, [s.id for s in page])}
     hits = [
         SearchHit(
             memory=MemoryView.of(MemoryRecord.from_payload(s.id, full[s.id])),
@@ -230,10 +247,10 @@ def _search(rt: Runtime, owner: Owner, req: SearchRequest) -> SearchResponse:
     return SearchResponse(results=hits, took_ms=round((time.perf_counter() - started) * 1000, 3))
 
 
-def get_memory(rt: Runtime, owner: Owner, memory_id: str) -> MemoryRecord:
+def get_memory(rp: ReadPath, owner: Owner, memory_id: str) -> MemoryRecord:
     if not _is_uuid(memory_id):
         raise NotFound(f"no memory {memory_id}", field="memory_id")
-    found = rt.store.find(owner, [IdIn((memory_id,)), *live_conditions(rt.settings,
+    found = rp.store.find(owner, [IdIn((memory_id,)), *live_conditions(rp.settings,
                                                                        owner.tenant_id)], 1)
     if not found:
         raise NotFound(f"no memory {memory_id}", field="memory_id")
@@ -241,7 +258,7 @@ def get_memory(rt: Runtime, owner: Owner, memory_id: str) -> MemoryRecord:
 
 
 def list_memories(
-    rt: Runtime,
+    rp: ReadPath,
     owner: Owner,
     *,
     type: MemoryType | None,
@@ -253,7 +270,7 @@ def list_memories(
     cursor: str | None,
 ) -> MemoryPage:
     # Earlier versions of a memory show in its history, not in the list.
-    conds: list[Condition] = [*live_conditions(rt.settings, owner.tenant_id),
+    conds: list[Condition] = [*live_conditions(rp.settings, owner.tenant_id),
                               NoneOf((Match("state", "superseded"),))]
     if type is not None:
         conds.append(Match("type", type.value))
@@ -264,7 +281,7 @@ def list_memories(
     if project is not None:
         conds.append(Match("project", project))
     after = decode_cursor(cursor, sort) if cursor else None
-    points, position = rt.store.page(owner, conds, limit, sort, after)
+    points, position = rp.store.page(owner, conds, limit, sort, after)
     return MemoryPage(
         items=[MemoryView.of(MemoryRecord.from_payload(p.id, p.payload)) for p in points],
         next_cursor=encode_cursor(position, sort) if position else None,

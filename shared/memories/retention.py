@@ -14,12 +14,14 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
-from shared.memories import erasure
+from redis import Redis
+
+from shared.memories.erasure import Erasure, after_forget
 from shared.memories.locks import user_lock
 from shared.platform.logs import get_logger
 from shared.platform.settings import Settings, parse_tenant_days
 from shared.records.models import AuditEvent, Owner, utcnow
-from shared.runtime import Runtime
+from shared.store import Store
 from shared.store.conditions import AllOf, AnyOf, Between, Condition, IdIn, Match, NoneOf
 
 log = get_logger("memoryd.retention")
@@ -63,13 +65,15 @@ def expired_selectors(settings: Settings, now: datetime) -> list[Condition]:
     return selectors
 
 
-def purge_expired(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
+def purge_expired(
+    store: Store, redis: Redis, settings: Settings, erasure: Erasure, now: datetime | None = None
+) -> dict[str, Any]:
     """Delete every expired memory of every tenant; returns how many, per tenant."""
     now = now or utcnow()
     deleted: dict[str, int] = defaultdict(int)
-    for selector in expired_selectors(rt.settings, now):
+    for selector in expired_selectors(settings, now):
         while True:
-            batch = rt.store.find_across_owners([selector], _BATCH)
+            batch = store.find_across_owners([selector], _BATCH)
             if not batch:
                 break
             by_owner: dict[Owner, list[str]] = defaultdict(list)
@@ -79,7 +83,7 @@ def purge_expired(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
                 by_owner[owner].append(point.id)
             progress = 0
             for owner, ids in by_owner.items():
-                done = _purge_owner(rt, owner, ids, selector)
+                done = _purge_owner(store, redis, settings, owner, ids, selector)
                 deleted[owner.tenant_id] += done
                 progress += done
             if not progress:
@@ -87,21 +91,27 @@ def purge_expired(rt: Runtime, now: datetime | None = None) -> dict[str, Any]:
     total = sum(deleted.values())
     if total:
         log.info("retention_purged", deleted=total, tenants=dict(deleted))
-        erasure.after_forget(rt)  # purged text leaves the files within the erasure bound
+        after_forget(erasure)  # purged text leaves the files within the erasure bound
     return {"deleted": total, "tenants": dict(deleted)}
 
 
-def _purge_owner(rt: Runtime, owner: Owner, ids: list[str], selector: Condition) -> int:
+def _purge_owner(
+    store: Store,
+    redis: Redis,
+    settings: Settings,
+    owner: Owner,
+    ids: list[str],
+    selector: Condition,
+) -> int:
     # Under the user's lock, and re-checked, so a memory updated meanwhile (a new
     # expires_at) is not deleted on a stale read.
-    settings = rt.settings
-    with user_lock(rt.redis, owner, settings.user_lock_timeout_s, settings.user_lock_wait_s):
-        still = [p.id for p in rt.store.find(owner, [IdIn(tuple(ids)), selector], len(ids))]
+    with user_lock(redis, owner, settings.user_lock_timeout_s, settings.user_lock_wait_s):
+        still = [p.id for p in store.find(owner, [IdIn(tuple(ids)), selector], len(ids))]
         if not still:
             return 0
-        rt.store.delete(owner, still)
-        rt.store.erase_audit_content(owner, still)
-        rt.store.append_audit([
+        store.delete(owner, still)
+        store.erase_audit_content(owner, still)
+        store.append_audit([
             AuditEvent(memory_id=i, tenant_id=owner.tenant_id, user_id=owner.user_id,
                        event="DELETE", actor="retention")
             for i in still

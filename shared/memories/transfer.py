@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from shared.memories.reads import list_memories
+from shared.memories.reads import ReadPath, list_memories
 from shared.memories.writes import MemoryWriter
 from shared.platform.errors import InvalidInput, PayloadTooLarge
 from shared.platform.settings import Settings
@@ -23,7 +23,6 @@ from shared.records.candidate import Candidate
 from shared.records.commands import Command
 from shared.records.models import MemoryType, Owner, Scope, Source, UtcDatetime, as_utc
 from shared.records.schemas import Content, Identifier, SaveRequest, Scoped, Tag
-from shared.runtime import Runtime
 from shared.tenancy.limits import check_save
 
 EXPORT_PAGE = 200
@@ -61,11 +60,11 @@ class ImportCommand(Command):
     records: list[ImportRecord]
 
 
-def export_lines(rt: Runtime, owner: Owner) -> Iterator[bytes]:
+def export_lines(rp: ReadPath, owner: Owner) -> Iterator[bytes]:
     """Every memory of the owner, newest first, one JSON document per line."""
     cursor: str | None = None
     while True:
-        page = list_memories(rt, owner, type=None, tag=None, scope=None, project=None,
+        page = list_memories(rp, owner, type=None, tag=None, scope=None, project=None,
                              sort="created_at", limit=EXPORT_PAGE, cursor=cursor)
         for item in page.items:
             yield json.dumps(item.model_dump(mode="json"), ensure_ascii=False).encode() + b"\n"

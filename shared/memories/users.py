@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from shared.records.schemas import UserPage, UserSummary
-from shared.runtime import Runtime
+from shared.store import Store
 
 # Qdrant counts values with a facet, which returns at most this many; a tenant with more
 # users sees the first ones by memory count (the page says so with `next_cursor`).
@@ -11,10 +11,10 @@ MAX_USERS = 10_000
 
 
 def list_users(
-    rt: Runtime, tenant: str, limit: int, cursor: str | None, prefix: str | None
+    store: Store, tenant: str, limit: int, cursor: str | None, prefix: str | None
 ) -> UserPage:
     """User ids in code-point order, `limit` at a time after `cursor` (the last id seen)."""
-    counts = sorted(rt.store.user_counts(tenant, MAX_USERS))
+    counts = sorted(store.user_counts(tenant, MAX_USERS))
     rows = [
         (user, n) for user, n in counts
         if (cursor is None or user > cursor) and (not prefix or user.startswith(prefix))

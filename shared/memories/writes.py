@@ -14,16 +14,19 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+from redis import Redis
 
+from shared.embeddings import Embedder
 from shared.extraction.interaction import candidates_for
 from shared.extraction.redaction import redact
 from shared.jobs.forgetting import ForgetSpan, record_forget, refuse_forgotten, scrub_jobs
-from shared.memories import erasure
+from shared.memories.erasure import Erasure, after_forget
 from shared.memories.locks import user_lock
 from shared.memories.retention import live_conditions
 from shared.memories.versions import version_chain
 from shared.platform import failpoints
 from shared.platform.errors import NotFound
+from shared.platform.settings import Settings
 from shared.records.candidate import Candidate
 from shared.records.commands import (
     DeleteCommand,
@@ -46,8 +49,7 @@ from shared.records.models import (
 )
 from shared.records.schemas import MemoryView, SaveResult
 from shared.retrieval.keywords import keyword_vector
-from shared.runtime import Runtime
-from shared.store import PointData
+from shared.store import PointData, Store
 from shared.store.conditions import Between, Condition, Match
 
 
@@ -93,9 +95,22 @@ def range_conditions(scope: Scope, project: str | None) -> list[Condition]:
 
 
 class MemoryWriter:
-    def __init__(self, runtime: Runtime) -> None:
-        self.rt = runtime
-        self.settings = runtime.settings
+    """Every write of one task: into `store`, embedded by `embedder` (the index view the task
+    resolved), under the user's lock in `redis`, forgets followed by `erasure`."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        redis: Redis,
+        settings: Settings,
+        erasure: Erasure,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.redis = redis
+        self.settings = settings
+        self.erasure = erasure
 
     # ---- entry points (one per task) -----------------------------------------
 
@@ -118,7 +133,7 @@ class MemoryWriter:
     def update(self, cmd: UpdateCommand, job_id: str) -> dict[str, Any]:
         owner = cmd.owner
         with self._lock(owner):
-            found = self.rt.store.get(owner, [cmd.memory_id], with_vectors=True)
+            found = self.store.get(owner, [cmd.memory_id], with_vectors=True)
             if not found:
                 raise NotFound(f"no memory {cmd.memory_id}", field="memory_id")
             point = found[0]
@@ -136,7 +151,7 @@ class MemoryWriter:
             if after.content != before.content or dense is None:
                 dense = self._embed([after.content])[0].tolist()
             sparse = keyword_vector(after.content)
-            self.rt.store.upsert(owner, [PointData(after.id, after.to_payload(), dense, sparse)])
+            self.store.upsert(owner, [PointData(after.id, after.to_payload(), dense, sparse)])
             self._audit(owner, after.id, "UPDATE", before.content, after.content, job_id)
         return {"outcome": "updated", "memory": MemoryView.of(after).model_dump(mode="json")}
 
@@ -145,16 +160,16 @@ class MemoryWriter:
         contents: list[str] = []
         span = ForgetSpan()
         with self._lock(owner):
-            found = self.rt.store.get(owner, [cmd.memory_id])
+            found = self.store.get(owner, [cmd.memory_id])
             # Forgetting a memory forgets its earlier versions too (shared/memories/conflicts.py).
-            ids = version_chain(self.rt.store, owner, cmd.memory_id) if found else []
+            ids = version_chain(self.store, owner, cmd.memory_id) if found else []
             if ids:
                 contents = [str(p.payload.get("content") or "")
-                            for p in self.rt.store.get(owner, ids)]
+                            for p in self.store.get(owner, ids)]
                 span = ForgetSpan(ids=ids)
-                record_forget(self.rt.redis, owner, span)
-                self.rt.store.delete(owner, ids)
-                self.rt.store.erase_audit_content(owner, ids)
+                record_forget(self.redis, owner, span)
+                self.store.delete(owner, ids)
+                self.store.erase_audit_content(owner, ids)
                 for mid in ids:
                     self._audit(owner, mid, "DELETE", None, None, job_id)
         if ids:
@@ -172,10 +187,10 @@ class MemoryWriter:
         with self._lock(owner):
             # First the epoch: a job accepted before now that waits for this lock then
             # finds the forget and writes nothing it covers (shared/jobs/forgetting.py).
-            record_forget(self.rt.redis, owner, span)
-            ids = self.rt.store.delete_where(owner, conds)
-            self.rt.store.erase_audit_content(owner, ids)
-            self.rt.store.append_audit([
+            record_forget(self.redis, owner, span)
+            ids = self.store.delete_where(owner, conds)
+            self.store.erase_audit_content(owner, ids)
+            self.store.append_audit([
                 AuditEvent(memory_id=i, tenant_id=owner.tenant_id, user_id=owner.user_id,
                            event="DELETE", job_id=job_id, actor="forget")
                 for i in ids
@@ -185,8 +200,8 @@ class MemoryWriter:
 
     def _after_forget(self, owner: Owner, span: ForgetSpan, contents: list[str]) -> None:
         """The texts leave the user's job records now, and the disk by the erasure bound."""
-        scrub_jobs(self.rt.redis, owner, span, contents, self.settings.job_ttl_s)
-        erasure.after_forget(self.rt)
+        scrub_jobs(self.redis, owner, span, contents, self.settings.job_ttl_s)
+        after_forget(self.erasure)
 
     # ---- the shared write decision --------------------------------------------
 
@@ -209,7 +224,7 @@ class MemoryWriter:
             vectors = self._embed([c.content for c in candidates])
         results = []
         with self._lock(owner):
-            refuse_forgotten(self.rt.redis, owner, scope.value, project, candidates, job_id)
+            refuse_forgotten(self.redis, owner, scope.value, project, candidates, job_id)
             next_seq = self._next_thread_seq(owner, {c.thread_id for c in candidates})
             for candidate, vector in zip(candidates, vectors, strict=True):
                 result = self._write_one(
@@ -230,7 +245,7 @@ class MemoryWriter:
         """
         seqs: dict[str | None, int] = {}
         for thread in threads - {None}:
-            last = self.rt.store.find(owner, [Match("thread_id", str(thread))], limit=1,
+            last = self.store.find(owner, [Match("thread_id", str(thread))], limit=1,
                                       order_by="thread_seq")
             seqs[thread] = int(last[0].payload.get("thread_seq") or 0) + 1 if last else 1
         return seqs
@@ -245,7 +260,7 @@ class MemoryWriter:
         job_id: str,
         thread_seq: int | None,
     ) -> WriteResult:
-        store = self.rt.store
+        store = self.store
         chash = content_hash(c.content)
         now = utcnow()
         previous: MemoryRecord | None = None
@@ -284,7 +299,7 @@ class MemoryWriter:
             key=c.key, tags=c.tags, importance=c.importance,
             confidence=c.confidence, source=c.source, occurred_at=c.occurred_at,
             created_at=previous.created_at if previous else (c.created_at or now), updated_at=now,
-            embedding_model=self.rt.embedder.name, job_id=job_id, metadata=c.metadata,
+            embedding_model=self.embedder.name, job_id=job_id, metadata=c.metadata,
             enabled=c.enabled,
             expires_at=c.expires_at,
         )
@@ -302,7 +317,7 @@ class MemoryWriter:
     ) -> WriteResult:
         """A redelivered job finds its own point: report it as its outcome, and write the
         audit event if the first run died between the point and its audit (a SIGKILL)."""
-        events = self.rt.store.audit_of(owner, record.id)
+        events = self.store.audit_of(owner, record.id)
         if not any(e.job_id == job_id and e.event in ("ADD", "UPDATE") for e in events):
             self._audit(owner, record.id, "ADD" if outcome is SaveOutcome.ADDED else "UPDATE",
                         None, record.content, job_id)
@@ -311,14 +326,14 @@ class MemoryWriter:
     def _find_duplicate(
         self, owner: Owner, scope: Scope, project: str | None, content: str, vector: np.ndarray,
     ) -> tuple[MemoryRecord, DuplicateKind] | None:
-        store = self.rt.store
+        store = self.store
         # An expired memory is as good as gone: the same fact again is a new memory.
         conds = [*range_conditions(scope, project),
                  *live_conditions(self.settings, owner.tenant_id)]
         exact = store.find(owner, [*conds, Match("content_hash", content_hash(content))], limit=1)
         if exact:
             return MemoryRecord.from_payload(exact[0].id, exact[0].payload), DuplicateKind.EXACT
-        threshold = dedup_threshold(self.settings.dedup_threshold, self.rt.embedder.name)
+        threshold = dedup_threshold(self.settings.dedup_threshold, self.embedder.name)
         near = store.search(owner, vector.tolist(), conds, limit=3, score_threshold=threshold)
         for point in near:
             if point.score >= threshold and same_numbers(content, point.payload["content"]):
@@ -338,17 +353,17 @@ class MemoryWriter:
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         failpoints.reach(failpoints.EMBED_DOCUMENTS)
-        return self.rt.embedder.embed_documents(texts)
+        return self.embedder.embed_documents(texts)
 
     def _lock(self, owner: Owner) -> AbstractContextManager[None]:
         return user_lock(
-            self.rt.redis, owner, self.settings.user_lock_timeout_s, self.settings.user_lock_wait_s
+            self.redis, owner, self.settings.user_lock_timeout_s, self.settings.user_lock_wait_s
         )
 
     def _audit(
         self, owner: Owner, mid: str, event: str, before: str | None, after: str | None, job_id: str
     ) -> None:
-        self.rt.store.append_audit([AuditEvent(
+        self.store.append_audit([AuditEvent(
             memory_id=mid, tenant_id=owner.tenant_id, user_id=owner.user_id, event=event,
             before=before, after=after, job_id=job_id,
         )])

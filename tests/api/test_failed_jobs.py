@@ -22,7 +22,8 @@ def failing_update(stack: Any, user: str, content: str) -> tuple[str, str]:
     target = memory_id("tenant-a", user, "global", None, content_hash(content))
     command = UpdateCommand(tenant_id="tenant-a", user_id=user, received_at=utcnow(),
                             memory_id=target, changes=UpdateRequest(importance=9, tags=["猫"]))
-    return submit(stack.runtime, TaskName.UPDATE, command).job_id, target
+    rt = stack.runtime
+    return submit(rt.jobs, rt.celery, TaskName.UPDATE, command).job_id, target
 
 
 def all_failed(api: httpx.Client, limit: int) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ from pydantic import SecretStr
 from test_tenant_walk import PUBLIC, app_routes
 
 from api.routers.metrics import check_metrics_token
-from shared.jobs.names import TaskName
+from shared.jobs.names import QueueName, TaskName
 from shared.platform.errors import Unauthorized
 from shared.platform.metrics import StackCollector
 from shared.platform.settings import Settings
@@ -75,12 +75,14 @@ def test_requests_and_tasks_are_counted(
 
 def test_stored_memories_are_sampled_and_cached(api: httpx.Client, user: str, stack: Any) -> None:
     save(api, user, "The user's favourite colour is teal")
-    cached = StackCollector(stack.runtime, count_ttl_s=3600)
+    rt = stack.runtime
+    queues = [q.value for q in QueueName]
+    cached = StackCollector(rt.redis, lambda: rt.store.count_all(), queues, count_ttl_s=3600)
     first = sample(cached.render().decode(), "memoryd_memories_stored")
     assert first >= 1
     save(api, user, "The user collects vintage fountain pens")
     assert sample(cached.render().decode(), "memoryd_memories_stored") == first
-    fresh = StackCollector(stack.runtime, count_ttl_s=0)
+    fresh = StackCollector(rt.redis, lambda: rt.store.count_all(), queues, count_ttl_s=0)
     assert sample(fresh.render().decode(), "memoryd_memories_stored") >= first + 1
 
 

@@ -307,7 +307,7 @@ def test_celery_app_paths_import(services: dict[str, dict[str, Any]], dockerfile
     for _, argv in _all_argvs(services, dockerfile):
         for args in _invocations(argv, "celery"):
             paths.update(_option_values(args, "-A", "--app"))
-    assert "shared.jobs.celery_app:app" in paths, f"celery app paths used: {paths}"
+    assert "workers.celery_app:app" in paths, f"celery app paths used: {paths}"
     for path in paths:
         module, _, attr = path.partition(":")
         try:

@@ -22,7 +22,7 @@ def _runtime(tmp_path: Path, redis_url: str, window_s: float) -> Runtime:
 def test_counts_stay_in_memory_until_pushed(tmp_path: Path, redis_server: str) -> None:
     rt = _runtime(tmp_path, redis_server.rsplit("/", 1)[0] + "/12", window_s=300)
     rt.redis.flushdb()
-    counter = AccessCounter(rt)
+    counter = AccessCounter(rt.redis, rt.celery, rt.settings.search_access_flush_s)
     try:
         counter.note(OWNER, ["m1", "m2"])
         counter.note(OWNER, ["m1"])
@@ -42,7 +42,7 @@ def test_counts_stay_in_memory_until_pushed(tmp_path: Path, redis_server: str) -
 def test_the_timer_pushes_each_window(tmp_path: Path, redis_server: str) -> None:
     rt = _runtime(tmp_path, redis_server.rsplit("/", 1)[0] + "/12", window_s=0.2)
     rt.redis.flushdb()
-    counter = AccessCounter(rt)
+    counter = AccessCounter(rt.redis, rt.celery, rt.settings.search_access_flush_s)
     try:
         counter.note(OWNER, ["m3"])
         deadline = time.monotonic() + 10
@@ -56,7 +56,7 @@ def test_the_timer_pushes_each_window(tmp_path: Path, redis_server: str) -> None
 
 def test_counts_survive_a_failed_push(tmp_path: Path) -> None:
     rt = _runtime(tmp_path, f"redis://127.0.0.1:{free_port()}/0", window_s=300)
-    counter = AccessCounter(rt)
+    counter = AccessCounter(rt.redis, rt.celery, rt.settings.search_access_flush_s)
     try:
         counter.note(OWNER, ["m1", "m1", "m2"])
         counter.push()  # Redis is down: logged, and the counts wait for the next window

@@ -1,0 +1,48 @@
+"""The stack `memoryd eval` runs against: the real embedded stack in this process, with a
+Redis of its own (`shared.evaluation.runner.StackFactory`)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from shared.evaluation import EvalError
+from shared.evaluation.ingest import API_KEY
+from shared.platform.errors import AppError
+from shared.platform.redis_runtime import free_port
+from shared.platform.settings import Settings
+from workers.stack import EmbeddedStack
+
+
+@contextmanager
+def embedded_stack(data_dir: Path | None, embedder: str | None) -> Iterator[tuple[str, Settings]]:
+    """The real stack in this process, with a Redis of its own; always stopped again."""
+    own_dir = data_dir is None
+    root = Path(tempfile.mkdtemp(prefix="memoryd-eval-")) if data_dir is None else data_dir
+    values: dict[str, Any] = {
+        "data_dir": root, "port": free_port(),
+        "redis_url": f"redis://127.0.0.1:{free_port()}/0", "worker_concurrency": 2,
+        "log_level": "WARNING", "api_keys": f"{API_KEY}=eval",
+        # Every mode runs the same questions: a query-vector cache would let later modes skip
+        # the embedding, and the boost for past access would reward what earlier searches
+        # returned. Both would make the numbers depend on the order of the modes.
+        "query_cache_size": 0, "search_access_weight": 0.0,
+    }
+    if embedder is not None:
+        values["embedder"] = embedder
+    stack = EmbeddedStack(Settings(**values))
+    try:
+        try:
+            info = stack.prepare()
+            stack.start_in_background()
+        except AppError as exc:
+            raise EvalError(f"the stack did not start: {exc.message}") from exc
+        yield info.base_url, stack.settings
+    finally:
+        stack.stop()
+        if own_dir:
+            shutil.rmtree(root, ignore_errors=True)
