@@ -8,6 +8,7 @@ judge) happens before the first write, so a failed job leaves nothing half-writt
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -43,11 +44,21 @@ from shared.store.conditions import Match
 ACTOR = "llm"
 
 
+class StepKind(StrEnum):
+    """What applying a step does: the reply's operations, resolved against the store (an
+    UPDATE whose content is already there is a NOOP: the memory is only refreshed)."""
+
+    ADD = "ADD"
+    UPDATE = "UPDATE"
+    DELETE = "DELETE"
+    NOOP = "NOOP"
+
+
 @dataclass
 class Step:
     """One validated operation, resolved against the store, ready to apply."""
 
-    action: str  # ADD | UPDATE | DELETE | NOOP
+    action: StepKind
     planned: Planned
     target: MemoryRecord | None = None
     vector: np.ndarray | None = None
@@ -114,15 +125,15 @@ class LLMExtraction:
 
     def _resolve(self, cmd: IngestCommand, planned: list[Planned]) -> list[Step]:
         writing = [p for p in planned if p.op.action is not Action.DELETE]
-        vectors = self.writer._embed([p.content for p in writing]) if writing else None
+        vectors = self.writer.embed([p.content for p in writing]) if writing else None
         vector_of = {p.index: vectors[i] for i, p in enumerate(writing)} if vectors is not None \
             else {}
         steps = []
         for p in planned:
             if p.op.action is Action.DELETE:
-                steps.append(Step("DELETE", p, target=p.target))
+                steps.append(Step(StepKind.DELETE, p, target=p.target))
             elif p.op.action is Action.UPDATE:
-                steps.append(Step("UPDATE", p, target=p.target, vector=vector_of[p.index]))
+                steps.append(Step(StepKind.UPDATE, p, target=p.target, vector=vector_of[p.index]))
             else:
                 steps.append(self._judged(cmd, p, vector_of[p.index]))
         return steps
@@ -132,22 +143,22 @@ class LLMExtraction:
         conds = [*range_conditions(cmd.scope, cmd.project), Match("state", "active")]
         near = self.writer.store.search(cmd.owner, vector.tolist(), conds, limit=1)
         if not near:
-            return Step("ADD", p, vector=vector)
+            return Step(StepKind.ADD, p, vector=vector)
         nearest = MemoryRecord.from_payload(near[0].id, near[0].payload)
         if nearest.content_hash == content_hash(p.content):
-            return Step("ADD", p, vector=vector)  # the writer reports the exact duplicate
+            return Step(StepKind.ADD, p, vector=vector)  # the writer reports the exact duplicate
         band = conflict_band(self.settings, self.writer.embedder.name)
         if not in_band(near[0].score, band, not same_numbers(p.content, nearest.content)):
-            return Step("ADD", p, vector=vector)
+            return Step(StepKind.ADD, p, vector=vector)
         verdict = judge(self.judge_client, nearest.content, p.content,
                         self.settings.llm_parse_retries)
         if verdict is Verdict.SAME_FACT:
-            return Step("NOOP", p, target=nearest, vector=vector, verdict=verdict)
+            return Step(StepKind.NOOP, p, target=nearest, vector=vector, verdict=verdict)
         if verdict is Verdict.UPDATE_OLD:
-            return Step("UPDATE", p, target=nearest, vector=vector, verdict=verdict)
+            return Step(StepKind.UPDATE, p, target=nearest, vector=vector, verdict=verdict)
         if verdict is Verdict.CONFLICT:
-            return Step("ADD", p, vector=vector, verdict=verdict, conflicts_with=nearest)
-        return Step("ADD", p, vector=vector, verdict=verdict)
+            return Step(StepKind.ADD, p, vector=vector, verdict=verdict, conflicts_with=nearest)
+        return Step(StepKind.ADD, p, vector=vector, verdict=verdict)
 
     # ---- writes ----------------------------------------------------------------
 
@@ -165,10 +176,10 @@ class LLMExtraction:
 
     def _apply(self, cmd: IngestCommand, step: Step, when: Any, job_id: str) -> None:
         owner = cmd.owner
-        report: dict[str, Any] = {"action": step.action, "operation": step.planned.index}
+        report: dict[str, Any] = {"action": step.action.value, "operation": step.planned.index}
         if step.verdict is not None:
             report["verdict"] = step.verdict.value
-        if step.action == "ADD":
+        if step.action is StepKind.ADD:
             assert step.vector is not None
             [result] = self.writer.write(owner, cmd.scope, cmd.project,
                                          [self._candidate(cmd, step, when)], job_id,
@@ -180,10 +191,10 @@ class LLMExtraction:
             if step.conflicts_with is not None and result.outcome.value == "added":
                 self._mark_conflict(owner, result.memory, step.conflicts_with)
                 report["conflicts_with"] = step.conflicts_with.id
-        elif step.action == "UPDATE":
+        elif step.action is StepKind.UPDATE:
             assert step.target is not None
             report.update(self._supersede(cmd, step, when, job_id))
-        elif step.action == "DELETE":
+        elif step.action is StepKind.DELETE:
             assert step.target is not None
             report.update(self._delete(owner, step.target, job_id))
         else:
@@ -195,7 +206,7 @@ class LLMExtraction:
         """The new content becomes a new version; the old one stays, marked, out of search."""
         owner, store = cmd.owner, self.writer.store
         assert step.target is not None and step.vector is not None
-        with self.writer._lock(owner):
+        with self.writer.locked(owner):
             found = store.get(owner, [step.target.id])
             if not found or found[0].payload.get("state") == "superseded":
                 return {"outcome": "skipped", "memory_id": step.target.id,
@@ -230,7 +241,7 @@ class LLMExtraction:
         store = self.writer.store
         span = ForgetSpan()
         contents: list[str] = []
-        with self.writer._lock(owner):
+        with self.writer.locked(owner):
             chain = version_chain(store, owner, target.id)
             if chain:
                 # The user asked to forget it: as DELETE /v1/memories/{id} does.
@@ -242,12 +253,12 @@ class LLMExtraction:
                 for mid in chain:
                     self._audit(owner, mid, "DELETE", None, None, job_id)
         if chain:
-            self.writer._after_forget(owner, span, contents)
+            self.writer.after_forget(owner, span, contents)
         return {"outcome": "deleted" if chain else "skipped", "memory_id": target.id,
                 "versions": len(chain)}
 
     def _refresh(self, owner: Owner, target: MemoryRecord, job_id: str) -> dict[str, Any]:
-        with self.writer._lock(owner):
+        with self.writer.locked(owner):
             return self._refresh_locked(owner, target, job_id)
 
     def _refresh_locked(self, owner: Owner, target: MemoryRecord, job_id: str) -> dict[str, Any]:
@@ -259,7 +270,7 @@ class LLMExtraction:
         return {"outcome": "noop", "memory_id": target.id, "content": target.content}
 
     def _mark_conflict(self, owner: Owner, new: MemoryRecord, old: MemoryRecord) -> None:
-        with self.writer._lock(owner):
+        with self.writer.locked(owner):
             found = self.writer.store.get(owner, [old.id])
             if not found:
                 return

@@ -132,7 +132,7 @@ class MemoryWriter:
 
     def update(self, cmd: UpdateCommand, job_id: str) -> dict[str, Any]:
         owner = cmd.owner
-        with self._lock(owner):
+        with self.locked(owner):
             found = self.store.get(owner, [cmd.memory_id], with_vectors=True)
             if not found:
                 raise NotFound(f"no memory {cmd.memory_id}", field="memory_id")
@@ -149,7 +149,7 @@ class MemoryWriter:
             dense = point.dense
             sparse = None
             if after.content != before.content or dense is None:
-                dense = self._embed([after.content])[0].tolist()
+                dense = self.embed([after.content])[0].tolist()
             sparse = keyword_vector(after.content)
             self.store.upsert(owner, [PointData(after.id, after.to_payload(), dense, sparse)])
             self._audit(owner, after.id, "UPDATE", before.content, after.content, job_id)
@@ -159,7 +159,7 @@ class MemoryWriter:
         owner = cmd.owner
         contents: list[str] = []
         span = ForgetSpan()
-        with self._lock(owner):
+        with self.locked(owner):
             found = self.store.get(owner, [cmd.memory_id])
             # Forgetting a memory forgets its earlier versions too (shared/memories/conflicts.py).
             ids = version_chain(self.store, owner, cmd.memory_id) if found else []
@@ -173,7 +173,7 @@ class MemoryWriter:
                 for mid in ids:
                     self._audit(owner, mid, "DELETE", None, None, job_id)
         if ids:
-            self._after_forget(owner, span, contents)
+            self.after_forget(owner, span, contents)
         return {"deleted": len(found), "ids": [p.id for p in found]}
 
     def forget(self, cmd: ForgetCommand, job_id: str) -> dict[str, Any]:
@@ -184,7 +184,7 @@ class MemoryWriter:
         if cmd.before is not None or cmd.after is not None:
             conds.append(Between("occurred_at", lt=cmd.before, gt=cmd.after))
         span = ForgetSpan(thread_id=cmd.thread_id, before=cmd.before, after=cmd.after)
-        with self._lock(owner):
+        with self.locked(owner):
             # First the epoch: a job accepted before now that waits for this lock then
             # finds the forget and writes nothing it covers (shared/jobs/forgetting.py).
             record_forget(self.redis, owner, span)
@@ -195,10 +195,10 @@ class MemoryWriter:
                            event="DELETE", job_id=job_id, actor="forget")
                 for i in ids
             ])
-        self._after_forget(owner, span, [])
+        self.after_forget(owner, span, [])
         return {"deleted": len(ids)}
 
-    def _after_forget(self, owner: Owner, span: ForgetSpan, contents: list[str]) -> None:
+    def after_forget(self, owner: Owner, span: ForgetSpan, contents: list[str]) -> None:
         """The texts leave the user's job records now, and the disk by the erasure bound."""
         scrub_jobs(self.redis, owner, span, contents, self.settings.job_ttl_s)
         after_forget(self.erasure)
@@ -221,9 +221,9 @@ class MemoryWriter:
         candidates = [replace(c, content=redact(c.content)) for c in candidates]
         # Embedding is the slow part: do it before taking the user's lock.
         if vectors is None:
-            vectors = self._embed([c.content for c in candidates])
+            vectors = self.embed([c.content for c in candidates])
         results = []
-        with self._lock(owner):
+        with self.locked(owner):
             refuse_forgotten(self.redis, owner, scope.value, project, candidates, job_id)
             next_seq = self._next_thread_seq(owner, {c.thread_id for c in candidates})
             for candidate, vector in zip(candidates, vectors, strict=True):
@@ -351,11 +351,14 @@ class MemoryWriter:
 
     # ---- helpers --------------------------------------------------------------
 
-    def _embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Document vectors of `texts`: done before taking the user's lock, being the slow
+        part of a write."""
         failpoints.reach(failpoints.EMBED_DOCUMENTS)
         return self.embedder.embed_documents(texts)
 
-    def _lock(self, owner: Owner) -> AbstractContextManager[None]:
+    def locked(self, owner: Owner) -> AbstractContextManager[None]:
+        """The user's write lock: every read-decide-write of one user's memories holds it."""
         return user_lock(
             self.redis, owner, self.settings.user_lock_timeout_s, self.settings.user_lock_wait_s
         )
