@@ -60,3 +60,16 @@ def test_the_decisions_index_lists_every_record() -> None:
     assert [name for name in records if f"({name})" not in index] == []
     numbers = [name[:4] for name in records]
     assert len(set(numbers)) == len(numbers), "two records share a number"
+
+
+def test_every_document_the_code_names_exists() -> None:
+    # Docstrings point at the document or decision record that holds a measurement.
+    named = {
+        (source.relative_to(ROOT).as_posix(), doc)
+        for package in ("shared", "api", "workers", "ops")
+        for source in (ROOT / package).rglob("*")
+        if source.suffix in (".py", ".c") and source.is_file()
+        for doc in re.findall(r"docs/[\w/.-]*\w\.md", source.read_text())
+    }
+    assert named, "no source names a document"
+    assert sorted((src, doc) for src, doc in named if not (ROOT / doc).exists()) == []
