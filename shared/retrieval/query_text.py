@@ -5,8 +5,8 @@ turns, then the current one); its last line is the current turn, which hybrid se
 embeds once more on its own. Chat servers often pass transcript lines as they show them,
 `<Name>: "text"` or `Name: text`: the current turn is embedded without its speaker label
 and quotes (they are layout, and the speaker is known). The excerpt as a whole keeps its
-labels: there they say who said what, and stripping them lowered MADial recall@5 from
-0.596 to 0.565. Labels are recognised only when every line carries one, so ordinary text
+labels: there they say who said what, and stripping them lowered MADial recall
+(docs/retrieval.md). Labels are recognised only when every line carries one, so ordinary text
 with a colon is never touched.
 """
 

@@ -177,9 +177,9 @@ def settle_compaction(path: Path) -> None:
 
 
 class EdgeStore(Store):
-    """`search_threads`: the shard's own search pool. One by default: on 2 cores the query
-    embedder already holds both (search_many at 100k, idle machine: 0.92 ms with one thread,
-    1.07 ms with the CPU-derived two; end to end inside the noise, ops/bench_ab.py).
+    """`search_threads`: the shard's own search pool. One by default: the query embedder
+    already keeps the cores busy, and a second thread made the shard's two-list query no
+    faster (docs/decisions/0009-request-path-overheads.md).
 
     `cache_points`: how many points' scoring fields (`SCORING_FIELDS`) searches read from
     memory instead of the shard (`shared/store/scoring_table.py`; 0: off). A thread reads

@@ -4,7 +4,7 @@ fields of every candidate as one numpy array.
 A search weighs about 200 candidates at top_k 10. As Python objects (a payload dict, a
 candidate record, a parsed datetime and a boosts dict each) they cost more CPU than the
 shard's own two searches; as columns, rescoring is a few array operations
-(docs/architecture.md has the measurements).
+(docs/decisions/0010-candidates-as-columns.md).
 """
 
 from __future__ import annotations

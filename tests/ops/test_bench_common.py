@@ -38,7 +38,7 @@ def test_dropped_variables_leave_the_cached_settings_too(monkeypatch: pytest.Mon
     assert {"MEMORYD_E5_ENGINE", "MEMORYD_QDRANT_URL"} <= set(dropped)
     assert not [key for key in os.environ if key.startswith("MEMORYD_")]
     assert os.environ["OMP_NUM_THREADS"] == "2"  # only memoryd's own variables go
-    assert get_settings().e5_engine == "host"
+    assert get_settings().e5_engine == "native"
     assert get_settings().qdrant_url is None
 
 
@@ -47,14 +47,14 @@ def test_nothing_to_drop(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in [key for key in os.environ if key.startswith("MEMORYD_")]:
         monkeypatch.delenv(key)
     assert drop_memoryd_environment() == []
-    assert get_settings().e5_engine == "host"
+    assert get_settings().e5_engine == "native"
 
 
 @pytest.mark.usefixtures("fresh_settings")
 def test_the_engine_chosen_reaches_the_probe_and_the_stacks() -> None:
     drop_memoryd_environment()
     default = parse_args([])
-    assert default.e5_engine == "host" and default.stack_env == {}
+    assert default.e5_engine == "native" and default.stack_env == {}
     prebuilt = parse_args(["--e5-engine", "prebuilt"])
     assert prebuilt.stack_env == {"MEMORYD_E5_ENGINE": "prebuilt"}
     use_e5_engine(prebuilt.e5_engine)

