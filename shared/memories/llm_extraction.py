@@ -25,20 +25,17 @@ from shared.extraction.operations import (
     validate_operations,
 )
 from shared.extraction.redaction import redact
-from shared.jobs.forgetting import ForgetSpan, record_forget, refuse_forgotten
 from shared.llm import ChatClient
-from shared.memories.conflicts import Verdict, conflict_band, in_band, judge, version_chain
+from shared.memories.conflicts import Verdict, conflict_band, in_band, judge
 from shared.memories.reads import visibility
 from shared.memories.writes import MemoryWriter, range_conditions, same_numbers
 from shared.platform import failpoints
 from shared.platform.errors import ExtractorUnavailable
 from shared.records.candidate import Candidate
 from shared.records.commands import IngestCommand
-from shared.records.identity import content_hash, memory_id
-from shared.records.models import AuditEvent, MemoryRecord, MemoryType, Owner, Role, Source, utcnow
+from shared.records.identity import content_hash
+from shared.records.models import MemoryRecord, MemoryType, Owner, Role, Source
 from shared.records.schemas import Message
-from shared.retrieval.keywords import keyword_vector
-from shared.store import PointData
 from shared.store.conditions import Match
 
 ACTOR = "llm"
@@ -189,103 +186,22 @@ class LLMExtraction:
             if result.duplicate_of:
                 report["duplicate_of"] = result.duplicate_of
             if step.conflicts_with is not None and result.outcome.value == "added":
-                self._mark_conflict(owner, result.memory, step.conflicts_with)
+                self.writer.mark_conflict(owner, result.memory, step.conflicts_with)
                 report["conflicts_with"] = step.conflicts_with.id
         elif step.action is StepKind.UPDATE:
-            assert step.target is not None
-            report.update(self._supersede(cmd, step, when, job_id))
+            assert step.target is not None and step.vector is not None
+            report.update(self.writer.supersede(owner, step.target.id,
+                                                self._candidate(cmd, step, when), step.vector,
+                                                job_id, ACTOR))
         elif step.action is StepKind.DELETE:
             assert step.target is not None
-            report.update(self._delete(owner, step.target, job_id))
+            chain = self.writer.delete_versions(owner, step.target.id, job_id, ACTOR)
+            report.update(outcome="deleted" if chain else "skipped",
+                          memory_id=step.target.id, versions=len(chain))
         else:
             assert step.target is not None
-            report.update(self._refresh(owner, step.target, job_id))
+            report.update(self.writer.refresh(owner, step.target, job_id, ACTOR))
         step.report = report
-
-    def _supersede(self, cmd: IngestCommand, step: Step, when: Any, job_id: str) -> dict[str, Any]:
-        """The new content becomes a new version; the old one stays, marked, out of search."""
-        owner, store = cmd.owner, self.writer.store
-        assert step.target is not None and step.vector is not None
-        with self.writer.locked(owner):
-            found = store.get(owner, [step.target.id])
-            if not found or found[0].payload.get("state") == "superseded":
-                return {"outcome": "skipped", "memory_id": step.target.id,
-                        "reason": "the target is no longer a current memory"}
-            old = MemoryRecord.from_payload(found[0].id, found[0].payload)
-            refuse_forgotten(self.writer.redis, owner, old.scope.value, old.project,
-                             [self._candidate(cmd, step, when)], job_id)
-            chash = content_hash(step.planned.content)
-            if chash == old.content_hash:
-                return self._refresh_locked(owner, old, job_id)
-            new_id = memory_id(owner.tenant_id, owner.user_id, old.scope.value, old.project, chash)
-            c = self._candidate(cmd, step, when)
-            now = utcnow()
-            record = MemoryRecord(
-                id=new_id, tenant_id=owner.tenant_id, user_id=owner.user_id, content=c.content,
-                content_hash=chash, type=c.type, category=c.category, scope=old.scope,
-                project=old.project, thread_id=c.thread_id, tags=old.tags,
-                importance=c.importance, confidence=c.confidence, source=Source.INTERACTION,
-                occurred_at=c.occurred_at, created_at=now, updated_at=now,
-                embedding_model=self.writer.embedder.name, job_id=job_id, metadata=c.metadata,
-                supersedes=old.id,
-            )
-            store.upsert(owner, [PointData(record.id, record.to_payload(),
-                                           step.vector.tolist(), keyword_vector(c.content))])
-            store.set_payload(owner, [old.id], {"superseded_by": new_id, "state": "superseded"})
-            self._audit(owner, new_id, "UPDATE", old.content, record.content, job_id)
-        return {"outcome": "updated", "memory_id": new_id, "supersedes": old.id,
-                "content": record.content}
-
-    def _delete(self, owner: Owner, target: MemoryRecord, job_id: str) -> dict[str, Any]:
-        """Forgetting a memory forgets every version of it, and their content in the trail."""
-        store = self.writer.store
-        span = ForgetSpan()
-        contents: list[str] = []
-        with self.writer.locked(owner):
-            chain = version_chain(store, owner, target.id)
-            if chain:
-                # The user asked to forget it: as DELETE /v1/memories/{id} does.
-                contents = [str(p.payload.get("content") or "") for p in store.get(owner, chain)]
-                span = ForgetSpan(ids=chain)
-                record_forget(self.writer.redis, owner, span)
-                store.delete(owner, chain)
-                store.erase_audit_content(owner, chain)
-                for mid in chain:
-                    self._audit(owner, mid, "DELETE", None, None, job_id)
-        if chain:
-            self.writer.after_forget(owner, span, contents)
-        return {"outcome": "deleted" if chain else "skipped", "memory_id": target.id,
-                "versions": len(chain)}
-
-    def _refresh(self, owner: Owner, target: MemoryRecord, job_id: str) -> dict[str, Any]:
-        with self.writer.locked(owner):
-            return self._refresh_locked(owner, target, job_id)
-
-    def _refresh_locked(self, owner: Owner, target: MemoryRecord, job_id: str) -> dict[str, Any]:
-        now = utcnow()
-        self.writer.store.set_payload(owner, [target.id], {
-            "updated_at": now.isoformat(), "updated_ts": round(now.timestamp(), 3),
-        })
-        self._audit(owner, target.id, "NOOP", target.content, target.content, job_id)
-        return {"outcome": "noop", "memory_id": target.id, "content": target.content}
-
-    def _mark_conflict(self, owner: Owner, new: MemoryRecord, old: MemoryRecord) -> None:
-        with self.writer.locked(owner):
-            found = self.writer.store.get(owner, [old.id])
-            if not found:
-                return
-            theirs = list(found[0].payload.get("conflicts_with") or [])
-            self.writer.store.set_payload(owner, [old.id],
-                                      {"conflicts_with": [*theirs, new.id]})
-            self.writer.store.set_payload(owner, [new.id],
-                                      {"conflicts_with": [*new.conflicts_with, old.id]})
-
-    def _audit(self, owner: Owner, mid: str, event: str, before: str | None, after: str | None,
-               job_id: str) -> None:
-        self.writer.store.append_audit([AuditEvent(
-            memory_id=mid, tenant_id=owner.tenant_id, user_id=owner.user_id, event=event,
-            before=before, after=after, job_id=job_id, actor=ACTOR,
-        )])
 
     @staticmethod
     def _result(steps: list[Step], dropped: list[Dropped]) -> dict[str, Any]:

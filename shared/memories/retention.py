@@ -20,7 +20,7 @@ from shared.memories.erasure import Erasure, after_forget
 from shared.memories.locks import user_lock
 from shared.platform.logs import get_logger
 from shared.platform.settings import Settings, parse_tenant_days
-from shared.records.models import AuditEvent, Owner, utcnow
+from shared.records.models import AuditEvent, AuditKind, Owner, utcnow
 from shared.store import Store
 from shared.store.conditions import AllOf, AnyOf, Between, Condition, IdIn, Match, NoneOf
 
@@ -113,7 +113,7 @@ def _purge_owner(
         store.erase_audit_content(owner, still)
         store.append_audit([
             AuditEvent(memory_id=i, tenant_id=owner.tenant_id, user_id=owner.user_id,
-                       event="DELETE", actor="retention")
+                       event=AuditKind.DELETE, actor="retention")
             for i in still
         ])
         return len(still)

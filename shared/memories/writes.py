@@ -38,6 +38,7 @@ from shared.records.commands import (
 from shared.records.identity import content_hash, event_id, keyed_memory_id, memory_id
 from shared.records.models import (
     AuditEvent,
+    AuditKind,
     DuplicateKind,
     MemoryRecord,
     MemoryType,
@@ -152,17 +153,22 @@ class MemoryWriter:
                 dense = self.embed([after.content])[0].tolist()
             sparse = keyword_vector(after.content)
             self.store.upsert(owner, [PointData(after.id, after.to_payload(), dense, sparse)])
-            self._audit(owner, after.id, "UPDATE", before.content, after.content, job_id)
+            self._audit(owner, after.id, AuditKind.UPDATE, before.content, after.content, job_id)
         return {"outcome": "updated", "memory": MemoryView.of(after).model_dump(mode="json")}
 
     def delete(self, cmd: DeleteCommand, job_id: str) -> dict[str, Any]:
-        owner = cmd.owner
-        contents: list[str] = []
+        found = self.delete_versions(cmd.owner, cmd.memory_id, job_id)
+        return {"deleted": 1 if found else 0, "ids": [cmd.memory_id] if found else []}
+
+    def delete_versions(
+        self, owner: Owner, memory_id: str, job_id: str, actor: str | None = None
+    ) -> list[str]:
+        """Forget a memory and every version of it (shared/memories/conflicts.py), their
+        content in the trail too; the ids deleted, none when the memory is gone already."""
         span = ForgetSpan()
+        contents: list[str] = []
         with self.locked(owner):
-            found = self.store.get(owner, [cmd.memory_id])
-            # Forgetting a memory forgets its earlier versions too (shared/memories/conflicts.py).
-            ids = version_chain(self.store, owner, cmd.memory_id) if found else []
+            ids = version_chain(self.store, owner, memory_id)
             if ids:
                 contents = [str(p.payload.get("content") or "")
                             for p in self.store.get(owner, ids)]
@@ -171,10 +177,10 @@ class MemoryWriter:
                 self.store.delete(owner, ids)
                 self.store.erase_audit_content(owner, ids)
                 for mid in ids:
-                    self._audit(owner, mid, "DELETE", None, None, job_id)
+                    self._audit(owner, mid, AuditKind.DELETE, None, None, job_id, actor)
         if ids:
             self.after_forget(owner, span, contents)
-        return {"deleted": len(found), "ids": [p.id for p in found]}
+        return ids
 
     def forget(self, cmd: ForgetCommand, job_id: str) -> dict[str, Any]:
         owner = cmd.owner
@@ -192,7 +198,7 @@ class MemoryWriter:
             self.store.erase_audit_content(owner, ids)
             self.store.append_audit([
                 AuditEvent(memory_id=i, tenant_id=owner.tenant_id, user_id=owner.user_id,
-                           event="DELETE", job_id=job_id, actor="forget")
+                           event=AuditKind.DELETE, job_id=job_id, actor="forget")
                 for i in ids
             ])
         self.after_forget(owner, span, [])
@@ -202,6 +208,76 @@ class MemoryWriter:
         """The texts leave the user's job records now, and the disk by the erasure bound."""
         scrub_jobs(self.redis, owner, span, contents, self.settings.job_ttl_s)
         after_forget(self.erasure)
+
+    # ---- decisions an extractor made about existing memories ---------------------
+
+    def supersede(
+        self,
+        owner: Owner,
+        target_id: str,
+        candidate: Candidate,
+        vector: np.ndarray,
+        job_id: str,
+        actor: str | None = None,
+    ) -> dict[str, Any]:
+        """`candidate` becomes the new version of `target_id`; the old one stays, marked,
+        out of search. Content equal to the target's only refreshes it."""
+        with self.locked(owner):
+            found = self.store.get(owner, [target_id])
+            if not found or found[0].payload.get("state") == "superseded":
+                return {"outcome": "skipped", "memory_id": target_id,
+                        "reason": "the target is no longer a current memory"}
+            old = MemoryRecord.from_payload(found[0].id, found[0].payload)
+            refuse_forgotten(self.redis, owner, old.scope.value, old.project, [candidate], job_id)
+            chash = content_hash(candidate.content)
+            if chash == old.content_hash:
+                return self._refresh_locked(owner, old, job_id, actor)
+            now = utcnow()
+            c = candidate
+            record = MemoryRecord(
+                id=memory_id(owner.tenant_id, owner.user_id, old.scope.value, old.project, chash),
+                tenant_id=owner.tenant_id, user_id=owner.user_id, content=c.content,
+                content_hash=chash, type=c.type, category=c.category, scope=old.scope,
+                project=old.project, thread_id=c.thread_id, tags=old.tags,
+                importance=c.importance, confidence=c.confidence, source=c.source,
+                occurred_at=c.occurred_at, created_at=now, updated_at=now,
+                embedding_model=self.embedder.name, job_id=job_id, metadata=c.metadata,
+                supersedes=old.id,
+            )
+            self.store.upsert(owner, [PointData(record.id, record.to_payload(), vector.tolist(),
+                                                keyword_vector(record.content))])
+            self.store.set_payload(owner, [old.id], old.payload_changes(superseded_by=record.id))
+            self._audit(owner, record.id, AuditKind.UPDATE, old.content, record.content, job_id,
+                        actor)
+        return {"outcome": "updated", "memory_id": record.id, "supersedes": old.id,
+                "content": record.content}
+
+    def refresh(
+        self, owner: Owner, target: MemoryRecord, job_id: str, actor: str | None = None
+    ) -> dict[str, Any]:
+        """The memory was said again: it stays as it is, seen now."""
+        with self.locked(owner):
+            return self._refresh_locked(owner, target, job_id, actor)
+
+    def _refresh_locked(
+        self, owner: Owner, target: MemoryRecord, job_id: str, actor: str | None
+    ) -> dict[str, Any]:
+        self.store.set_payload(owner, [target.id], target.payload_changes(updated_at=utcnow()))
+        self._audit(owner, target.id, AuditKind.NOOP, target.content, target.content, job_id,
+                    actor)
+        return {"outcome": "noop", "memory_id": target.id, "content": target.content}
+
+    def mark_conflict(self, owner: Owner, new: MemoryRecord, old: MemoryRecord) -> None:
+        """`new` contradicts `old`: both stay, each pointing at the other (shown in search)."""
+        with self.locked(owner):
+            found = self.store.get(owner, [old.id])
+            if not found:
+                return
+            current = MemoryRecord.from_payload(found[0].id, found[0].payload)
+            self.store.set_payload(owner, [old.id], current.payload_changes(
+                conflicts_with=[*current.conflicts_with, new.id]))
+            self.store.set_payload(owner, [new.id], new.payload_changes(
+                conflicts_with=[*new.conflicts_with, old.id]))
 
     # ---- the shared write decision --------------------------------------------
 
@@ -307,9 +383,10 @@ class MemoryWriter:
             record.id, record.to_payload(), vector.tolist(), keyword_vector(record.content)
         )])
         if previous is not None:
-            self._audit(owner, record.id, "UPDATE", previous.content, record.content, job_id)
+            self._audit(owner, record.id, AuditKind.UPDATE, previous.content, record.content,
+                        job_id)
             return WriteResult(SaveOutcome.UPDATED, record)
-        self._audit(owner, record.id, "ADD", None, record.content, job_id)
+        self._audit(owner, record.id, AuditKind.ADD, None, record.content, job_id)
         return WriteResult(SaveOutcome.ADDED, record)
 
     def _own_earlier_write(
@@ -318,8 +395,10 @@ class MemoryWriter:
         """A redelivered job finds its own point: report it as its outcome, and write the
         audit event if the first run died between the point and its audit (a SIGKILL)."""
         events = self.store.audit_of(owner, record.id)
-        if not any(e.job_id == job_id and e.event in ("ADD", "UPDATE") for e in events):
-            self._audit(owner, record.id, "ADD" if outcome is SaveOutcome.ADDED else "UPDATE",
+        written = (AuditKind.ADD, AuditKind.UPDATE)
+        if not any(e.job_id == job_id and e.event in written for e in events):
+            kind = AuditKind.ADD if outcome is SaveOutcome.ADDED else AuditKind.UPDATE
+            self._audit(owner, record.id, kind,
                         None, record.content, job_id)
         return WriteResult(outcome, record)
 
@@ -344,7 +423,7 @@ class MemoryWriter:
     def _duplicate(
         self, owner: Owner, record: MemoryRecord, kind: DuplicateKind, job_id: str
     ) -> WriteResult:
-        self._audit(owner, record.id, "NOOP", record.content, record.content, job_id)
+        self._audit(owner, record.id, AuditKind.NOOP, record.content, record.content, job_id)
         return WriteResult(
             SaveOutcome.DUPLICATE, record, duplicate_of=record.id, duplicate_kind=kind
         )
@@ -364,11 +443,18 @@ class MemoryWriter:
         )
 
     def _audit(
-        self, owner: Owner, mid: str, event: str, before: str | None, after: str | None, job_id: str
+        self,
+        owner: Owner,
+        mid: str,
+        event: AuditKind,
+        before: str | None,
+        after: str | None,
+        job_id: str,
+        actor: str | None = None,
     ) -> None:
         self.store.append_audit([AuditEvent(
             memory_id=mid, tenant_id=owner.tenant_id, user_id=owner.user_id, event=event,
-            before=before, after=after, job_id=job_id,
+            before=before, after=after, job_id=job_id, **({"actor": actor} if actor else {}),
         )])
 
 

@@ -136,11 +136,28 @@ class MemoryRecord(BaseModel):
             payload["state"] = "superseded"
         return payload
 
+    def payload_changes(self, **changes: Any) -> dict[str, Any]:
+        """The payload fields that `changes` set, with the derived fields they move
+        (`updated_ts` with `updated_at`, `state` with `superseded_by`): a partial write that
+        keeps the stored payload what `to_payload` would give."""
+        before = self.to_payload()
+        after = self.model_copy(update=changes).to_payload()
+        return {k: v for k, v in after.items() if k in changes or before.get(k) != v}
+
     @classmethod
     def from_payload(cls, point_id: str, payload: dict[str, Any]) -> MemoryRecord:
         known = cls.model_fields  # a computed class property: read once, not per key
         fields = {k: v for k, v in payload.items() if k in known}
         return cls.model_validate({**fields, "id": point_id})
+
+
+class AuditKind(StrEnum):
+    """What a decision did to a memory (NOOP: it was seen again, and kept as it was)."""
+
+    ADD = "ADD"
+    UPDATE = "UPDATE"
+    DELETE = "DELETE"
+    NOOP = "NOOP"
 
 
 class AuditEvent(BaseModel):
@@ -149,7 +166,7 @@ class AuditEvent(BaseModel):
     memory_id: str
     tenant_id: str
     user_id: str
-    event: str  # ADD | UPDATE | DELETE | NOOP
+    event: AuditKind
     before: str | None = None
     after: str | None = None
     job_id: str | None = None
