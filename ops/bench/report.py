@@ -12,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ops.bench_extract import extract_rows
+from ops.bench.extract import extract_rows
 
 GOALS: dict[str, tuple[str, float, str]] = {
     # key: (comparison, bound, unit)

@@ -1,19 +1,18 @@
 """What every fault scenario shares: the result row, the tally, waiting, and a local fake of
 a hosted OpenAI-compatible embedding API (the one service here we cannot reach for real).
 
-Scenario modules import this as `ops.chaos_common`; `tests/faults/` runs the same scenarios
-at a small size, so CI and `ops/chaos.py` exercise one code path.
+`tests/faults/` runs the same scenarios at a small size, so CI and `python -m ops.chaos`
+exercise one code path. Starting, waiting for and stopping processes is `ops/stack.py`,
+shared with the bench.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import threading
-import time
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -21,14 +20,12 @@ from typing import Any
 import httpx
 import numpy as np
 
-from ops.local_http import ReopenableServer
+from ops.stack import ScenarioFailed, wait_until
+from tests.support.local_http import ReopenableServer
 
 FAKE_DIM = 64
 TENANT = "default"
 
-
-class ScenarioFailed(AssertionError):
-    """A scenario saw the service misbehave (wrong status, a job that never finished)."""
 
 
 @dataclass
@@ -62,24 +59,6 @@ def tally(scenario: str, sent: int, expected: Iterable[str], contents: Iterable[
     return row
 
 
-def wait_until(check: Callable[[], bool], timeout_s: float, what: str,
-               interval_s: float = 0.05) -> float:
-    """Seconds until `check()` held; ScenarioFailed after `timeout_s`."""
-    start = time.monotonic()
-    while not check():
-        if time.monotonic() - start > timeout_s:
-            raise ScenarioFailed(f"timed out after {timeout_s:.0f}s waiting for {what}")
-        time.sleep(interval_s)
-    return time.monotonic() - start
-
-
-def clean_env(**settings: object) -> dict[str, str]:
-    """This process's environment without any MEMORYD_* of its own, plus `settings`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
-    env.update({f"MEMORYD_{k.upper()}": str(v) for k, v in settings.items()})
-    env.setdefault("MEMORYD_LOG_LEVEL", "WARNING")
-    env.setdefault("MEMORYD_LOG_JSON", "true")
-    return env
 
 
 def raw_interaction(user: str, text: str) -> dict[str, Any]:

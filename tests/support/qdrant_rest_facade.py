@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
-from ops.local_http import ReopenableServer
+from tests.support.local_http import ReopenableServer
 
 VERSION = "1.19.0"
 _ROUTES: list[tuple[str, str, str]] = [

@@ -1,7 +1,6 @@
 """Run every fault scenario against live stacks and print what survived.
 
-    python ops/chaos.py [--quick] [--only NAME,...] [--work-dir DIR] [--keep]
-    (or, from the project root: python -m ops.chaos ...)
+    python -m ops.chaos [--quick] [--only NAME,...] [--work-dir DIR] [--keep]
 
 Each scenario starts what it needs on 127.0.0.1 and free ports (Redis, `memoryd up`, or
 `memoryd serve` + `memoryd worker`, a fake hosted embedding API, a fake chat model, a
@@ -26,27 +25,23 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-if __package__ in (None, ""):
-    # `python ops/chaos.py` puts ops/ first on the path, not the project root.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from ops.bench_common import log  # noqa: E402
-from ops.chaos_common import Row  # noqa: E402
-from ops.chaos_embedded import (  # noqa: E402
+from ops.chaos.common import Row
+from ops.chaos.embedded import (
     concurrent_workers,
     embedder_unreachable,
     redis_restarted,
     stack_killed_and_restarted,
 )
-from ops.chaos_erasure import forgotten_text_erased  # noqa: E402
-from ops.chaos_hostile import hostile_tenant  # noqa: E402
-from ops.chaos_llm import worker_killed_in_llm_call  # noqa: E402
-from ops.chaos_server import (  # noqa: E402
+from ops.chaos.erasure import forgotten_text_erased
+from ops.chaos.hostile import hostile_tenant
+from ops.chaos.llm import worker_killed_in_llm_call
+from ops.chaos.server import (
     concurrent_worker_processes,
     store_unreachable,
     worker_killed_in_slow_embedding,
     worker_killed_in_store_write,
 )
+from ops.stack import log
 
 Scenario = Callable[[Path], Row]
 
@@ -92,7 +87,8 @@ def table(rows: Sequence[Row]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="python -m ops.chaos", description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="small sizes (a minute or two)")
     parser.add_argument("--only", default="", help="comma-separated scenario names")
     parser.add_argument("--work-dir", type=Path, default=None,

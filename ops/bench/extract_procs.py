@@ -1,7 +1,7 @@
 """Server mode for the extraction bench: N llm worker PROCESSES behind one gateway.
 
 `ProcStack` starts, on 127.0.0.1 and free ports: a Redis; the Qdrant REST stand-in
-(ops/qdrant_facade_serve.py, a process of its own); `memoryd serve` pointed at it with
+(tests/support/qdrant_facade_serve.py, a process of its own); `memoryd serve` pointed at it with
 MEMORYD_QDRANT_URL; one `memoryd worker --queues memory` (raw ingest); and N
 `memoryd worker --queues llm --concurrency 1`, each with its own node name, as N hosts or
 containers would run.
@@ -14,7 +14,6 @@ the pace.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -24,10 +23,16 @@ from types import TracebackType
 
 import httpx
 
-from ops.bench_common import ROOT
-from ops.bench_stack import _LAUNCHER, CpuMeter, _process_cpu_s
-from ops.chaos_common import ScenarioFailed, clean_env, wait_until
-from ops.chaos_procs import Proc
+from ops.stack import (
+    ROOT,
+    CpuMeter,
+    Proc,
+    ScenarioFailed,
+    clean_env,
+    process_cpu_s,
+    tied,
+    wait_until,
+)
 from shared.jobs.celery_app import create_app
 from shared.platform.redis_runtime import RedisHandle, ensure_redis, free_port
 from shared.platform.settings import Settings
@@ -36,29 +41,8 @@ KEY = "bench-extract-key"
 TENANT = "default"
 
 
-def _launched(args: list[str]) -> list[str]:
-    """`args` behind bench_stack's launcher: the process gets SIGINT if the bench dies."""
-    return [sys.executable, "-c", _LAUNCHER, str(os.getpid()), *args]
-
-
-class BenchProc(Proc):
-    """A `memoryd` subcommand that cannot outlive the bench."""
-
-    def start(self) -> BenchProc:
-        with open(self.log_path, "ab") as out:
-            self.proc = subprocess.Popen(
-                _launched([sys.executable, "-m", "workers.cli", *self.args]), cwd=ROOT,
-                env=clean_env(**self.settings), stdin=subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True,
-            )
-        return self
-
-    def pids(self) -> list[int]:
-        return [self.pid, *self.children()] if self.alive() else []
-
-
 class FacadeProc:
-    """ops/qdrant_facade_serve.py in a subprocess."""
+    """tests/support/qdrant_facade_serve.py in a subprocess, tied to the bench."""
 
     def __init__(self, work: Path) -> None:
         self.data_dir = work / "qdrant-server"
@@ -71,8 +55,8 @@ class FacadeProc:
         self.port_file.unlink(missing_ok=True)
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(
-                _launched([sys.executable, "-m", "ops.qdrant_facade_serve", str(self.data_dir),
-                           str(self.port_file)]),
+                tied([sys.executable, "-m", "tests.support.qdrant_facade_serve",
+                      str(self.data_dir), str(self.port_file)]),
                 cwd=ROOT, env=clean_env(), stdin=subprocess.DEVNULL, stdout=out,
                 stderr=subprocess.STDOUT, start_new_session=True,
             )
@@ -111,7 +95,7 @@ class PartsCpuMeter(CpuMeter):
         self.parts = parts
 
     def _parts_cpu(self) -> dict[str, float]:
-        return {name: sum(_process_cpu_s(pid) for pid in pids)
+        return {name: sum(process_cpu_s(pid) for pid in pids)
                 for name, pids in self.parts.items()}
 
     def __enter__(self) -> PartsCpuMeter:
@@ -140,9 +124,9 @@ class ProcStack:
         self.base_url = ""
         self.redis: RedisHandle | None = None
         self.facade: FacadeProc | None = None
-        self.gateway: BenchProc | None = None
-        self.memory_worker: BenchProc | None = None
-        self.workers: list[BenchProc] = []
+        self.gateway: Proc | None = None
+        self.memory_worker: Proc | None = None
+        self.workers: list[Proc] = []
 
     def __enter__(self) -> ProcStack:
         try:
@@ -165,8 +149,8 @@ class ProcStack:
             "api_keys": f"{KEY}={TENANT}", **self.settings,
         }
         port = free_port()
-        self.gateway = BenchProc(["serve", "--port", str(port)], self.work / "gateway.log",
-                                 values).start()
+        self.gateway = Proc(["serve", "--port", str(port)], self.work / "gateway.log", values,
+                            tied=True).start()
         self.base_url = f"http://127.0.0.1:{port}"
         nodes = ["memory@bench"] + [f"llm-{i}@bench" for i in range(1, self.llm_workers + 1)]
         self.memory_worker = self._worker("memory", nodes[0], values)
@@ -174,13 +158,13 @@ class ProcStack:
         self._wait_gateway()
         self._wait_nodes(nodes)
 
-    def _worker(self, queue: str, node: str, values: dict[str, object]) -> BenchProc:
+    def _worker(self, queue: str, node: str, values: dict[str, object]) -> Proc:
         args = ["worker", "--queues", queue, "--concurrency", "1", "--hostname", node,
                 "--loglevel", "WARNING"]
         log_path = self.work / f"worker-{node.split('@')[0]}.log"
-        return BenchProc(args, log_path, values).start()
+        return Proc(args, log_path, values, tied=True).start()
 
-    def _procs(self) -> list[BenchProc]:
+    def _procs(self) -> list[Proc]:
         return [p for p in (self.gateway, self.memory_worker, *self.workers) if p is not None]
 
     def _check_alive(self) -> None:

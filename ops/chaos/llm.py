@@ -15,9 +15,10 @@ import time
 import uuid
 from pathlib import Path
 
-from ops.chaos_common import Row, ScenarioFailed, wait_jobs, wait_until
-from ops.chaos_procs import kill_pid
-from ops.chaos_server import ServerMode, _await_victims, _batches, _finish, server_mode
+from ops.chaos.common import Row, wait_jobs
+from ops.chaos.procs import kill_pid
+from ops.chaos.server import ServerMode, _await_victims, _batches, _finish, server_mode
+from ops.stack import ScenarioFailed, wait_until
 from shared.platform import failpoints
 from shared.testing.fake_llm import Behaviour, FakeLLM, Received, json_reply, users_said
 

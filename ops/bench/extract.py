@@ -7,7 +7,7 @@ ADD (embedded, dedup-checked, written, audited); each worker count gets a fresh 
 
 `--extract-mode processes` (the default) is server mode: N `memoryd worker --queues llm
 --concurrency 1` processes behind `memoryd serve`, on the Qdrant REST stand-in
-(ops/bench_extract_procs.py). `--extract-mode threads` is the embedded stack (`memoryd up`)
+(ops/bench/extract_procs.py). `--extract-mode threads` is the embedded stack (`memoryd up`)
 with N threads on its llm worker: the embedded Qdrant Edge store opens in one process only.
 """
 
@@ -18,16 +18,16 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from ops.bench_common import Options, latency_summary, log
-from ops.bench_extract_procs import ProcStack
-from ops.bench_stack import CpuMeter, Stack
-from ops.bench_writes import enqueue, finished_at, wait_all
-from ops.chaos_common import FakeOpenAIEmbeddings
+from ops.bench.common import Options, latency_summary
+from ops.bench.extract_procs import ProcStack
+from ops.bench.writes import enqueue, finished_at, wait_all
+from ops.chaos.common import FakeOpenAIEmbeddings
+from ops.stack import CpuMeter, Stack, log
 from shared.testing.fake_llm import Behaviour, FakeLLM, Received, json_reply, users_said
 
 MODEL = "bench-extractor"
 # --extract-embedder's default: the local fake of a hosted OpenAI-compatible embedding API
-# (ops/chaos_common.py). A local model would be loaded by every worker process and its CPU
+# (ops/chaos/common.py). A local model would be loaded by every worker process and its CPU
 # would compete with the very processes whose scaling is measured, on 2 cores.
 HOSTED_FAKE = "hosted-fake"
 

@@ -1,6 +1,6 @@
 """One tenant's backlog against another tenant's save (issue 19, item 11).
 
-    python ops/bench_fairness.py [--backfill 2000] [--saves 10] [--unmarked 0]
+    python -m ops.bench.fairness [--backfill 2000] [--saves 10] [--unmarked 0]
                                  [--out bench-results/fairness.json]
 
 The real embedded stack (`memoryd up`, e5-small, its own Redis). Tenant B's explicit save
@@ -23,7 +23,6 @@ import argparse
 import json
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -31,17 +30,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import httpx
+import redis
 
-import httpx  # noqa: E402
-import redis  # noqa: E402
-
-from ops.bench_common import log  # noqa: E402
-from ops.bench_stack import Stack  # noqa: E402
-from shared.platform.redis_runtime import embedded_client_url  # noqa: E402
-from shared.tenancy.api_keys import ApiKeyStore, parse_scopes  # noqa: E402
+from ops.stack import ROOT, Stack, log
+from shared.platform.redis_runtime import embedded_client_url
+from shared.tenancy.api_keys import ApiKeyStore, parse_scopes
 
 DEFAULT_OUT = ROOT / "bench-results" / "fairness.json"
 PLACES = ["Lisbon", "Osaka", "Quito", "Tromsø", "Hanoi", "Cusco", "Tbilisi", "Perth"]
@@ -176,7 +170,8 @@ def _run(opts: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m ops.bench.fairness", description=__doc__.split("\n\n")[0])
     parser.add_argument("--backfill", type=int, default=2000, help="interactions marked backfill")
     parser.add_argument("--turns", type=int, default=4, help="messages per interaction")
     parser.add_argument("--sentences", type=int, default=12, help="sentences per message")

@@ -1,7 +1,7 @@
 """Another tenant's search latency while many `?wait=` requests are pending, against idle.
 
-    python ops/bench_waits.py                        # 64 waits of 30 s, 400 searches
-    python ops/bench_waits.py --root /tmp/before     # the same, on another checkout's code
+    python -m ops.bench.waits                        # 64 waits of 30 s, 400 searches
+    python -m ops.bench.waits --root /tmp/before     # the same, on another checkout's code
 
 A fresh `memoryd up` (two tenants) gets `--memories` saves for the searching tenant; then
 `--searches` searches by that tenant, started at `--rate` per second (open loop), are
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import tempfile
 import time
 import uuid
@@ -26,16 +25,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    # `python ops/<this>.py` puts ops/ first on the path, not the project root.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import httpx
+import redis
 
-import httpx  # noqa: E402
-import redis  # noqa: E402
-
-from ops.bench_common import ROOT, drop_memoryd_environment, latency_summary, log  # noqa: E402
-from ops.bench_stack import Stack  # noqa: E402
-from shared.platform.redis_runtime import embedded_client_url, free_port  # noqa: E402
+from ops.bench.common import drop_memoryd_environment, latency_summary
+from ops.stack import ROOT, Stack, log
+from shared.platform.redis_runtime import embedded_client_url, free_port
 
 GOAL_RATIO = 1.5
 WAITER_KEY = "bench-waits-key-a"
@@ -57,7 +52,8 @@ QUESTIONS = [
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m ops.bench.waits", description=__doc__.split("\n\n")[0])
     parser.add_argument("--waits", type=int, default=64, help="pending ?wait= requests")
     parser.add_argument("--wait-s", type=float, default=30.0, help="their ?wait= (max 30)")
     parser.add_argument("--searches", type=int, default=400, help="timed searches per phase")

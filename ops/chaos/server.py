@@ -18,23 +18,22 @@ from pathlib import Path
 
 import httpx
 
-from ops.chaos_common import (
+from ops.chaos.common import (
     TENANT,
     FakeOpenAIEmbeddings,
     Row,
-    ScenarioFailed,
     note_text,
     raw_interaction,
     tally,
     wait_jobs,
-    wait_until,
 )
-from ops.chaos_procs import Proc, kill_pid, start_gateway, start_worker
-from ops.qdrant_rest_facade import QdrantRestFacade
+from ops.chaos.procs import kill_pid, start_gateway, start_worker
+from ops.stack import Proc, ScenarioFailed, wait_until
 from shared.platform import failpoints
 from shared.platform.redis_runtime import ensure_redis, free_port
 from shared.records.models import Owner
 from shared.store.client import QdrantClientStore
+from tests.support.qdrant_rest_facade import QdrantRestFacade
 
 KEY = "chaos-server-key"
 
@@ -169,7 +168,7 @@ def worker_killed_in_store_write(work: Path, n: int, kills: int) -> Row:
 
 def worker_killed_in_slow_embedding(work: Path, n: int, kills: int) -> Row:
     """SIGKILL the pool process while it waits on a slow remote embedding call (the LLM
-    call has its own drill: `ops/chaos_llm.py`)."""
+    call has its own drill: `ops/chaos/llm.py`)."""
     user = f"kill-remote-{uuid.uuid4().hex[:8]}"
     texts = [note_text("r", i) for i in range(n)]
     recoveries: list[float] = []
@@ -231,7 +230,7 @@ def store_unreachable(work: Path, n: int, outage_s: float = 3.0, **settings: obj
 def concurrent_worker_processes(work: Path, n: int, processes: int = 8) -> Row:
     """`processes` prefork worker processes ingest `n` interactions of one user repeating
     the same facts (rules extraction) into one Qdrant server: every fact stored once."""
-    from ops.chaos_embedded import repeated_facts
+    from ops.chaos.embedded import repeated_facts
 
     user = f"concurrent-proc-{uuid.uuid4().hex[:8]}"
     bodies, expected = repeated_facts(user, n)

@@ -1,9 +1,9 @@
 """Worst-case CPU time of the per-text passes on one message of the maximum size.
 
-    python ops/bench_hostile.py [--repeats 5] [--out bench-results/hostile.json]
+    python -m ops.bench.hostile [--repeats 5] [--out bench-results/hostile.json]
 
-Every shape of `ops/hostile_corpus.py` (plus ordinary English and Chinese, for scale) is
-filled to `max_message_bytes` of UTF-8 and put through each pass in this process; a pass's
+Every shape of `ops/bench/hostile_corpus.py` (plus ordinary English and Chinese, for scale)
+is filled to `max_message_bytes` of UTF-8 and put through each pass in this process; a pass's
 time on a shape is the least CPU time (`time.process_time`) of `--repeats` runs, so another
 process's time slice does not count. Printed: per pass, the worst shape and its time; then
 the worst total of redaction + rules + keyword vector over one message, against the goal of
@@ -19,20 +19,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    # `python ops/bench_hostile.py` puts ops/ first on the path, not the project root.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from ops.bench_common import ROOT, log  # noqa: E402
-from ops.bench_report import machine_info, write_report  # noqa: E402
-from ops.hostile_corpus import fill, hostile_corpus  # noqa: E402
-from shared.extraction.forget_intent import has_forget_intent  # noqa: E402
-from shared.extraction.redaction import found_secrets, redact  # noqa: E402
-from shared.extraction.rules import extract_rules  # noqa: E402
-from shared.platform.settings import Settings  # noqa: E402
-from shared.retrieval.context_tokens import estimate_tokens  # noqa: E402
-from shared.retrieval.keywords import keyword_vector, query_keyword_vector  # noqa: E402
-from shared.retrieval.query_text import read_query  # noqa: E402
+from ops.bench.hostile_corpus import fill, hostile_corpus
+from ops.bench.report import machine_info, write_report
+from ops.stack import ROOT, log
+from shared.extraction.forget_intent import has_forget_intent
+from shared.extraction.redaction import found_secrets, redact
+from shared.extraction.rules import extract_rules
+from shared.platform.settings import Settings
+from shared.retrieval.context_tokens import estimate_tokens
+from shared.retrieval.keywords import keyword_vector, query_keyword_vector
+from shared.retrieval.query_text import read_query
 
 DEFAULT_OUT = ROOT / "bench-results" / "hostile.json"
 GOAL_MS = 20.0
@@ -107,7 +103,9 @@ def render(rows: list[tuple[str, str, float]], max_bytes: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="python -m ops.bench.hostile",
+        description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--repeats", type=int, default=5, help="runs per pass and shape")
     parser.add_argument("--max-bytes", type=int, default=None,
                         help="message size (default: the max_message_bytes setting)")

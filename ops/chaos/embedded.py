@@ -14,18 +14,17 @@ from typing import Any
 
 import httpx
 
-from ops.chaos_common import (
+from ops.chaos.common import (
     FakeOpenAIEmbeddings,
     Row,
-    ScenarioFailed,
     list_contents,
     note_text,
     raw_interaction,
     tally,
     wait_jobs,
-    wait_until,
 )
-from ops.chaos_procs import UpStack
+from ops.chaos.procs import UpStack
+from ops.stack import ScenarioFailed, wait_until
 from shared.extraction.rules import extract_rules
 from shared.platform import failpoints
 from shared.platform.redis_process import pid_alive

@@ -1,30 +1,25 @@
-"""What every part of the bench shares: the project root, the seed, progress logging, the
-latency summary and the parsed command-line options.
-
-The bench modules import each other as `ops.bench_*` (absolute, through the `ops` package):
-that works both under `python -m ops.bench` and under `python ops/bench.py`, whose entry point
-puts the project root on sys.path before importing anything from here.
+"""What every part of the bench shares: the seed, the data's default places, the latency
+summary, the parsed command-line options, and the options of the benches that search one
+bulk-filled store. (Starting and measuring processes is `ops/stack.py`, shared with chaos.)
 """
 
 from __future__ import annotations
 
+import argparse
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ops.stack import ROOT
 from shared.platform.settings import get_settings
 
-ROOT = Path(__file__).resolve().parents[1]
 SEED = 20240601
-
-
-def log(message: str) -> None:
-    # Progress goes to stderr so stdout carries only the final table.
-    print(message, file=sys.stderr, flush=True)
+# LoCoMo lives beside the checkout, in the bench data shared by every checkout.
+DEFAULT_LOCOMO = ROOT.parent / "shared" / "bench" / "locomo10.json"
+DEFAULT_CACHE = ROOT / "bench-results" / "cache"
 
 
 def use_e5_engine(engine: str) -> None:
@@ -87,7 +82,7 @@ class Options:
     # Searches by the concurrent clients for users with no memories: the stack's cost of a
     # search without the candidates (0 skips that run).
     empty_n: int = 400
-    # The extraction phase (ops/bench_extract.py).
+    # The extraction phase (ops/bench/extract.py).
     extract_latency_ms: int = 300
     extract_jobs: int = 40
     extract_workers: tuple[int, ...] = (1, 2, 4)
@@ -103,3 +98,27 @@ class Options:
     def stack_env(self) -> dict[str, str]:
         """Settings the bench's stacks get beyond their defaults."""
         return {} if self.e5_engine == "host" else {"MEMORYD_E5_ENGINE": self.e5_engine}
+
+
+def add_filled_store_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the benches that search one bulk-filled store (ops.bench.ab,
+    ops.bench.candidates): its size, its vectors' source and where it is built."""
+    parser.add_argument("--size", type=int, default=100_000, help="stored memories")
+    parser.add_argument("--per-user", type=int, default=1000)
+    parser.add_argument("--embedder", default="e5-small")
+    parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO)
+    parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE)
+    parser.add_argument("--work-dir", type=Path, default=None)
+    parser.add_argument("--pool-limit", type=int, default=0,
+                        help="embed only the first N LoCoMo turns (for quick runs)")
+
+
+def check_filled_store_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuses (exit 2, naming the option) a store that would hold no user."""
+    if args.per_user < 1:
+        parser.error("--per-user must be at least 1")
+    if args.size < args.per_user:
+        parser.error(f"--size ({args.size}) must hold at least one user of --per-user "
+                     f"({args.per_user}) memories")
+    if args.pool_limit < 0:
+        parser.error("--pool-limit must be 0 (every turn) or more")

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import numpy as np
 
-from ops.bench_common import SEED, Options, latency_summary, log
-from ops.bench_fill import Locomo
-from ops.bench_stack import Stack
+from ops.bench.common import SEED, Options, latency_summary
+from ops.bench.fill import Locomo
+from ops.stack import Stack, log
 from shared.embeddings import make_embedder
 from shared.platform.settings import Settings
 

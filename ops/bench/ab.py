@@ -2,11 +2,11 @@
 each configuration started in turn for several rounds so that the host's drift (its speed
 moves by the hour here) falls on every configuration alike.
 
-    python ops/bench_ab.py                          # default vs access recording off vs
+    python -m ops.bench.ab                          # default vs access recording off vs
                                                     # two Edge search threads, 100k store
-    python ops/bench_ab.py --size 10000 --rounds 2 \\
+    python -m ops.bench.ab --size 10000 --rounds 2 \\
         --config 'flush-2s=MEMORYD_SEARCH_ACCESS_FLUSH_S=2'
-    python ops/bench_ab.py --clients 8 --searches 1200 \\
+    python -m ops.bench.ab --clients 8 --searches 1200 \\
         --config default= --config no-rate-limit=MEMORYD_RATE_LIMIT_PER_S=0
 
 With `--clients N` each trial is N concurrent clients instead of one, and the figures are
@@ -17,7 +17,7 @@ is a fresh `memoryd up` on a fresh copy of the store. `name@DIR=...` runs that s
 another checkout's code (e.g. `git worktree add /tmp/before HEAD~1`), so that a change is
 measured against the code before it in the same rounds:
 
-    python ops/bench_ab.py --clients 8 --searches 1200 \\
+    python -m ops.bench.ab --clients 8 --searches 1200 \\
         --config before@/tmp/before= --config after=
 """
 
@@ -26,36 +26,31 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-if __package__ in (None, ""):
-    # `python ops/<this>.py` puts ops/ first on the path, not the project root.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from ops.bench import add_filled_store_options, check_filled_store_options  # noqa: E402
-from ops.bench_common import (  # noqa: E402
-    ROOT,
+from ops.bench.common import (
     SEED,
+    add_filled_store_options,
+    check_filled_store_options,
     drop_memoryd_environment,
     latency_summary,
-    log,
 )
-from ops.bench_fill import bulk_fill, embed_pool, load_locomo, user_name  # noqa: E402
-from ops.bench_search import (  # noqa: E402
+from ops.bench.fill import bulk_fill, embed_pool, load_locomo, user_name
+from ops.bench.http import raw_client
+from ops.bench.search import (
     WARMUP_REQUESTS,
     question_slices,
     run_concurrent,
     run_searches,
 )
-from ops.bench_stack import Stack  # noqa: E402
-from shared.embeddings import make_embedder  # noqa: E402
-from shared.platform.settings import Settings  # noqa: E402
+from ops.stack import ROOT, Stack, log
+from shared.embeddings import make_embedder
+from shared.platform.settings import Settings
 
 DEFAULT_CONFIGS = (
     "default=",
@@ -92,7 +87,8 @@ def parse_config(text: str) -> Config:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m ops.bench.ab", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", action="append", type=parse_config,
                         help="name[@CHECKOUT]=MEMORYD_KEY=VALUE,... (repeatable; OMP_*/GOMP_* too)")
     add_filled_store_options(parser)
@@ -118,7 +114,7 @@ def trial(config: Config, store: Path, workdir: Path, embedder: str, users: int,
     shutil.copytree(store, data_dir)
     try:
         with Stack(f"ab-{config.name}", data_dir, workdir, embedder,
-                   extra_env=config.env, root=config.root) as stack, stack.raw_client() as client:
+                   extra_env=config.env, root=config.root) as stack, raw_client(stack) as client:
             warm = run_searches(client, [(user_name(i % users), f"warm-up query {i}")
                                          for i in range(WARMUP_REQUESTS)])
             if warm.errors:

@@ -1,6 +1,6 @@
-"""The Qdrant REST stand-in (ops/qdrant_rest_facade.py) as a process of its own.
+"""The Qdrant REST stand-in (tests/support/qdrant_rest_facade.py) as a process of its own.
 
-    python -m ops.qdrant_facade_serve <data dir> <port file>
+    python -m tests.support.qdrant_facade_serve <data dir> <port file>
 
 Writes the port it listens on to <port file> once it answers, and serves until SIGTERM or
 SIGINT. The extraction bench runs it apart from the bench process so that the stand-in's
@@ -14,15 +14,12 @@ import signal
 import sys
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from ops.qdrant_rest_facade import QdrantRestFacade  # noqa: E402
+from tests.support.qdrant_rest_facade import QdrantRestFacade
 
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m ops.qdrant_facade_serve <data dir> <port file>", file=sys.stderr)
+        sys.stderr.write(f"usage: python -m {__spec__.name} <data dir> <port file>\n")
         return 2
     data_dir, port_file = Path(argv[0]), Path(argv[1])
     stop_on = {signal.SIGTERM, signal.SIGINT}

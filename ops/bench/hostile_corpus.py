@@ -1,8 +1,8 @@
 """Hostile text: messages shaped to make a per-text pass (redaction, the rules extractor,
 keyword tokenization, the query reader) do more than linear work, each filled to a size.
 
-`ops/bench_hostile.py` times every pass over these messages; the "hostile-tenant" chaos
-scenario (`ops/chaos_hostile.py`) sends them through the API; tests/shared/ checks the
+`ops/bench/hostile.py` times every pass over these messages; the "hostile-tenant" chaos
+scenario (`ops/chaos/hostile.py`) sends them through the API; tests/shared/ checks the
 passes over the same shapes. Each entry is a repeated unit after an optional prefix: runs
 of digit groups (the card finder), a secret's keyword before a long run of what could be
 its value (the named-key and password patterns), runs of one separator, CJK punctuation

@@ -1,7 +1,7 @@
 """The search phase: the query embedder's own bound, then search latency and throughput at
 each store size, one client and several concurrent ones, over HTTP.
 
-Each size gets a fresh stack on a bulk-filled store (ops/bench_fill.py) and its own slice of
+Each size gets a fresh stack on a bulk-filled store (ops/bench/fill.py) and its own slice of
 LoCoMo questions, so no query is ever answered from the gateway's query cache.
 """
 
@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from ops.bench_common import SEED, Options, latency_summary, log
-from ops.bench_fill import NOISE_SIGMA, TENANT, Locomo, Pool, bulk_fill, embed_pool, user_name
-from ops.bench_http import RawClient
-from ops.bench_stack import CpuMeter, Stack
+from ops.bench.common import SEED, Options, latency_summary
+from ops.bench.fill import NOISE_SIGMA, TENANT, Locomo, Pool, bulk_fill, embed_pool, user_name
+from ops.bench.http import RawClient, raw_client
+from ops.stack import CpuMeter, Stack, log
 from shared.embeddings import Embedder, make_embedder
 from shared.platform.settings import Settings
 
@@ -84,7 +84,7 @@ def run_concurrent(stack: Stack, jobs: Sequence[tuple[str, str]], clients: int) 
 
     def worker(slot: int) -> None:
         try:
-            with stack.raw_client() as client:
+            with raw_client(stack) as client:
                 # Open the connection before the clock starts: keep-alive is the steady state.
                 client.connect()
                 barrier.wait()
@@ -226,7 +226,7 @@ def run_search_phase(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, 
         one_jobs, many_jobs = jobs[:opts.search_n], jobs[opts.search_n:]
         with Stack(f"search-{size}", data_dir, workdir, opts.embedder,
                    extra_env=opts.stack_env) as stack:
-            with stack.raw_client() as client:
+            with raw_client(stack) as client:
                 # The first queries load the query model in the gateway: never timed.
                 warm = [(user_name(i % users), f"warm-up query {i} about weekend plans")
                         for i in range(WARMUP_REQUESTS)]

@@ -21,18 +21,10 @@ from pathlib import Path
 
 import httpx
 
-from ops.bench_common import ROOT
-from ops.chaos_common import (
-    FakeOpenAIEmbeddings,
-    Row,
-    ScenarioFailed,
-    clean_env,
-    list_contents,
-    wait_jobs,
-    wait_until,
-)
-from ops.chaos_embedded import running
-from ops.chaos_procs import UpStack
+from ops.chaos.common import FakeOpenAIEmbeddings, Row, list_contents, wait_jobs
+from ops.chaos.embedded import running
+from ops.chaos.procs import UpStack
+from ops.stack import ROOT, ScenarioFailed, clean_env, wait_until
 
 MARKER = re.compile(rb"qx(?:gone|kept)[a-z]{14}")
 

@@ -1,5 +1,6 @@
-"""The "hostile tenant" scenario: one tenant sends the hostile corpus (ops/hostile_corpus.py)
-at full size through the API while a second tenant writes and searches.
+"""The "hostile tenant" scenario: one tenant sends the hostile corpus
+(ops/bench/hostile_corpus.py) at full size through the API while a second tenant writes and
+searches.
 
 Both tenants are API keys of one embedded stack (`memoryd up`: gateway and worker threads
 in one process, so the hostile work competes with the second tenant's searches for the
@@ -24,10 +25,11 @@ from typing import Any
 import httpx
 import numpy as np
 
-from ops.chaos_common import Row, ScenarioFailed, list_contents, tally, wait_jobs, wait_until
-from ops.chaos_embedded import repeated_facts, running
-from ops.chaos_procs import UpStack
-from ops.hostile_corpus import hostile_corpus
+from ops.bench.hostile_corpus import hostile_corpus
+from ops.chaos.common import Row, list_contents, tally, wait_jobs
+from ops.chaos.embedded import repeated_facts, running
+from ops.chaos.procs import UpStack
+from ops.stack import ScenarioFailed, wait_until
 from shared.platform.settings import Settings
 
 TENANT_A = "hostile"

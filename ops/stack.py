@@ -1,8 +1,12 @@
-"""The system under test: `memoryd up` as a subprocess, and what /proc says it costs.
+"""The processes bench and chaos start, and what /proc says they cost: one helper for both.
 
-`Stack` starts the real embedded stack (gateway, in-process worker, Qdrant Edge, its own Redis)
-on free ports and always stops it again, even when the bench dies; `CpuMeter` and
-`proc_memory` read the CPU and memory figures the report puts beside each latency.
+`Stack` starts the real embedded stack (`memoryd up`: gateway, in-process worker, Qdrant Edge,
+its own Redis) on free ports and always stops it again, even when the caller dies; `Proc` is
+any other `memoryd` subcommand in its own session (`serve`, `worker`). Both get this process's
+environment without its MEMORYD_* variables plus the settings asked for (`clean_env`), so a
+variable left in the shell never reaches the system under test. `CpuMeter` and `proc_memory`
+read the CPU and memory figures the bench puts beside each latency; `wait_until` is how every
+caller waits for a process to get somewhere.
 """
 
 from __future__ import annotations
@@ -14,18 +18,55 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
 import httpx
 
-from ops.bench_common import ROOT, log
-from ops.bench_http import RawClient
 from shared.platform.redis_runtime import free_port
 
+ROOT = Path(__file__).resolve().parents[1]
 STACK_START_TIMEOUT_S = 180.0
 STACK_STOP_TIMEOUT_S = 60.0
+
+
+class ScenarioFailed(AssertionError):
+    """A process or the service misbehaved (exited, a wrong status, a job that never ended)."""
+
+
+def log(message: str) -> None:
+    # Progress goes to stderr so stdout carries only the final table.
+    print(message, file=sys.stderr, flush=True)
+
+
+def wait_until(check: Callable[[], bool], timeout_s: float, what: str,
+               interval_s: float = 0.05) -> float:
+    """Seconds until `check()` held; ScenarioFailed after `timeout_s`."""
+    start = time.monotonic()
+    while not check():
+        if time.monotonic() - start > timeout_s:
+            raise ScenarioFailed(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(interval_s)
+    return time.monotonic() - start
+
+
+def clean_env(**settings: object) -> dict[str, str]:
+    """This process's environment without any MEMORYD_* of its own, plus `settings`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    env.update({f"MEMORYD_{k.upper()}": str(v) for k, v in settings.items()})
+    env.setdefault("MEMORYD_LOG_LEVEL", "WARNING")
+    env.setdefault("MEMORYD_LOG_JSON", "true")
+    return env
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    """The last `lines` of a process's log, for the error that says it died."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
 
 
 def proc_memory(pid: int) -> dict[str, float]:
@@ -66,7 +107,7 @@ def _thread_cpu_s(pid: int, prefix: str) -> float:
     return total
 
 
-def _process_cpu_s(pid: int) -> float:
+def process_cpu_s(pid: int) -> float:
     try:
         # Fields after the ")" that closes the command name start at field 3 (state).
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -91,7 +132,7 @@ class CpuMeter:
 
     def _sample(self) -> tuple[float, float, float, float, float]:
         times = os.times()
-        stack = sum(_process_cpu_s(pid) for pid in self.pids)
+        stack = sum(process_cpu_s(pid) for pid in self.pids)
         model = _thread_cpu_s(self.pids[0], self.MODEL_THREADS) if self.pids else 0.0
         return time.monotonic(), _system_busy_s(), stack, times.user + times.system, model
 
@@ -114,12 +155,12 @@ class CpuMeter:
         }
 
 
-# ---- the stack subprocess ----------------------------------------------------------------
+# ---- processes that cannot outlive their caller -------------------------------------------
 
-# Runs before `memoryd up` and execs it: asks Linux to send SIGINT (memoryd's clean stop) when
-# the bench dies, so a bench killed by a timeout or SIGKILL never leaves a stack and its Redis
-# behind. The stack runs in its own session, so nothing else would ever stop it. Done in a
-# launcher rather than with preexec_fn, which is unsafe once the bench has threads.
+# Runs before the command and execs it: asks Linux to send SIGINT (memoryd's clean stop) when
+# the caller dies, so a bench killed by a timeout or SIGKILL never leaves a stack and its Redis
+# behind. The processes run in their own session, so nothing else would ever stop them. Done
+# in a launcher rather than with preexec_fn, which is unsafe once the caller has threads.
 _LAUNCHER = (
     "import ctypes, os, signal, sys\n"
     "ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGINT), 0, 0, 0)\n"
@@ -129,8 +170,26 @@ _LAUNCHER = (
 )
 
 
+def tied(args: list[str]) -> list[str]:
+    """`args` behind the launcher: the process gets SIGINT if this one dies (Linux only;
+    elsewhere `args` unchanged)."""
+    if not sys.platform.startswith("linux"):
+        return args
+    return [sys.executable, "-c", _LAUNCHER, str(os.getpid()), *args]
+
+
+# ---- memoryd up ---------------------------------------------------------------------------
+
+
 class Stack:
-    """`memoryd up` in a subprocess, on free ports, with a Redis it starts itself."""
+    """`memoryd up` in a subprocess, on free ports, with a Redis it starts itself.
+
+    The bench's stack: tied to this process (`tied`), its log written afresh, settings beyond
+    the defaults given as raw MEMORYD_* variables in `extra_env`, its code from `root`.
+    """
+
+    tied = True  # dies with this process (see `tied`)
+    log_mode = "wb"  # a fresh log per start
 
     def __init__(
         self, label: str, data_dir: Path, log_dir: Path, embedder: str,
@@ -163,29 +222,27 @@ class Stack:
     ) -> None:
         self.stop()
 
-    def start(self) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
-        env.update({
-            # A port nothing listens on: the stack then starts (and later stops) its own Redis.
-            "MEMORYD_REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
-            "MEMORYD_LOG_LEVEL": "WARNING",
-            "MEMORYD_LOG_JSON": "true",
-            "MEMORYD_EMBEDDER": self.embedder,
-        })
+    def env(self) -> dict[str, str]:
+        """The stack's environment: defaults plus what this stack was asked for."""
+        # A Redis port nothing listens on: the stack then starts (and later stops) its own.
+        settings: dict[str, object] = {"redis_url": f"redis://127.0.0.1:{free_port()}/0",
+                                       "embedder": self.embedder}
         if self.worker_concurrency is not None:
-            env["MEMORYD_WORKER_CONCURRENCY"] = str(self.worker_concurrency)
-        env.update(self.extra_env)
+            settings["worker_concurrency"] = self.worker_concurrency
+        return {**clean_env(**settings), **self.extra_env}
+
+    def start(self) -> None:
+        env = self.env()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "workers.cli", "up", "--port", str(self.port),
                "--data-dir", str(self.data_dir)]
-        if sys.platform.startswith("linux"):
-            cmd = [sys.executable, "-c", _LAUNCHER, str(os.getpid()), *cmd]
-        with open(self.log_path, "wb") as out:
-            # Own session: a Ctrl-C on the bench must not reach the stack too, or it would be
+        with open(self.log_path, self.log_mode) as out:
+            # Own session: a Ctrl-C on the caller must not reach the stack too, or it would be
             # interrupted twice (by the terminal and by stop()) in the middle of shutting down.
             self.proc = subprocess.Popen(
-                cmd, cwd=self.root, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True,
+                tied(cmd) if self.tied else cmd, cwd=self.root, env=env,
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         self._wait_ready()
         self.api_key = (self.data_dir / "api-key").read_text().strip()
@@ -207,11 +264,7 @@ class Stack:
         raise RuntimeError(f"memoryd up ({self.label}) was not ready in time:\n{self.log_tail()}")
 
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
+        return log_tail(self.log_path, lines)
 
     @property
     def pid(self) -> int:
@@ -237,15 +290,11 @@ class Stack:
         return CpuMeter(self.pids())
 
     def client(self, timeout_s: float = 60.0) -> httpx.Client:
-        # trust_env=False: a proxy from the environment must never sit between bench and stack.
+        # trust_env=False: a proxy from the environment must never sit between caller and stack.
         return httpx.Client(
             base_url=self.base_url, headers={"Authorization": f"Bearer {self.api_key}"},
             timeout=timeout_s, trust_env=False,
         )
-
-    def raw_client(self, timeout_s: float = 60.0) -> RawClient:
-        """The timed searches' client (ops/bench_http.py: lighter than httpx)."""
-        return RawClient("127.0.0.1", self.port, self.api_key, timeout_s)
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
@@ -285,3 +334,67 @@ class Stack:
         with contextlib.suppress(ProcessLookupError):
             if Path(f"/proc/{pid}").exists():
                 os.kill(pid, signal.SIGKILL)
+
+
+# ---- any other memoryd subcommand ---------------------------------------------------------
+
+
+class Proc:
+    """A `memoryd` subcommand in its own session, its output appended to a log file.
+
+    `tied=True` puts it behind the launcher (`tied`): the bench's processes, which must not
+    outlive it. The fault drills leave it False: they kill and restart processes themselves.
+    """
+
+    def __init__(self, args: list[str], log_path: Path, settings: dict[str, object],
+                 tied: bool = False) -> None:
+        self.args = args
+        self.log_path = log_path
+        self.settings = settings
+        self.tied = tied
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Proc:
+        cmd = [sys.executable, "-m", "workers.cli", *self.args]
+        with open(self.log_path, "ab") as out:
+            self.proc = subprocess.Popen(
+                tied(cmd) if self.tied else cmd, cwd=ROOT,
+                env=clean_env(**self.settings), stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def children(self) -> list[int]:
+        """Direct children (a prefork worker's pool processes)."""
+        found: list[int] = []
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{self.pid}/task").iterdir():
+                with contextlib.suppress(OSError, ValueError):
+                    found += [int(p) for p in (task / "children").read_text().split()]
+        return found
+
+    def pids(self) -> list[int]:
+        """The process and its direct children, while it runs."""
+        return [self.pid, *self.children()] if self.alive() else []
+
+    def log_tail(self, lines: int = 30) -> str:
+        return log_tail(self.log_path, lines)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)

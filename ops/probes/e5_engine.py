@@ -4,7 +4,7 @@ own kernels, and the engine memoryd builds (`shared/embeddings/e5/engine.py`, wi
 LoCoMo turns in slices of 4 (how the worker embeds documents), and how far apart their
 vectors are.
 
-    python ops/probe_e5_engine.py [--rounds 4] [--queries 100] [--passages 200]
+    python -m ops.probes.e5_engine [--rounds 4] [--queries 100] [--passages 200]
                                   [--flags "-O3 -march=native"] [--threads 1]
                                   [--locomo PATH]
 
@@ -28,13 +28,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-if __package__ in (None, ""):
-    # `python ops/<this>.py` puts ops/ first on the path, not the project root.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from ops.bench import DEFAULT_LOCOMO  # noqa: E402
-from ops.bench_fill import load_locomo  # noqa: E402
-from shared.embeddings.e5 import engine as e5_engine  # noqa: E402
+from ops.bench.common import DEFAULT_LOCOMO
+from ops.bench.fill import load_locomo
+from shared.embeddings.e5 import engine as e5_engine
 
 
 def measure(engine: str, locomo: Path, queries: int, passages: int, vectors: Path) -> None:
@@ -67,7 +63,8 @@ def build(flags: Sequence[str], directory: Path, kernels: bool = True) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m ops.probes.e5_engine", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--passages", type=int, default=200)
@@ -103,9 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name, engine in engines.items():
                 vectors = Path(scratch) / f"{abs(hash(name))}.npy"
                 line = subprocess.run(
-                    [sys.executable, __file__, "--measure", engine, "--vectors", str(vectors),
-                     "--queries", str(args.queries), "--passages", str(args.passages),
-                     "--locomo", str(args.locomo)],
+                    [sys.executable, "-m", "ops.probes.e5_engine", "--measure", engine,
+                     "--vectors", str(vectors), "--queries", str(args.queries),
+                     "--passages", str(args.passages), "--locomo", str(args.locomo)],
                     capture_output=True, text=True, check=True, env=env,
                 ).stdout.strip().splitlines()[-1]
                 results[name].append(json.loads(line))

@@ -6,38 +6,31 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 
-from ops.bench_common import ROOT
-from ops.bench_stack import Stack
-from ops.chaos_common import ScenarioFailed, clean_env, wait_until
+from ops.stack import Proc, ScenarioFailed, Stack, clean_env, wait_until
 from shared.platform.redis_runtime import free_port
 
 
 class UpStack(Stack):
-    """`memoryd up` with chosen settings, on ports that stay the same across restarts."""
+    """`memoryd up` with chosen settings, on ports that stay the same across restarts.
+
+    Not tied to this process and its log appended to: a drill kills and restarts it itself.
+    """
+
+    tied = False
+    log_mode = "ab"
 
     def __init__(self, label: str, data_dir: Path, log_dir: Path, **settings: object) -> None:
         super().__init__(label, data_dir, log_dir, str(settings.get("embedder", "e5-small")))
         settings.setdefault("redis_url", f"redis://127.0.0.1:{free_port()}/0")
         self.settings = settings
 
-    def start(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "workers.cli", "up", "--port", str(self.port),
-               "--data-dir", str(self.data_dir)]
-        with open(self.log_path, "ab") as out:
-            self.proc = subprocess.Popen(
-                cmd, cwd=ROOT, env=clean_env(**self.settings), stdin=subprocess.DEVNULL,
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            )
-        self._wait_ready()
-        self.api_key = (self.data_dir / "api-key").read_text().strip()
+    def env(self) -> dict[str, str]:
+        return clean_env(**self.settings)
 
     def kill(self) -> None:
         """SIGKILL: no shutdown code runs, nothing is acknowledged or requeued."""
@@ -45,59 +38,6 @@ class UpStack(Stack):
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait(30)
-
-
-class Proc:
-    """A `memoryd` subcommand in its own session, its output appended to a log file."""
-
-    def __init__(self, args: list[str], log_path: Path, settings: dict[str, object]) -> None:
-        self.args = args
-        self.log_path = log_path
-        self.settings = settings
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> Proc:
-        with open(self.log_path, "ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "workers.cli", *self.args], cwd=ROOT,
-                env=clean_env(**self.settings), stdin=subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True,
-            )
-        return self
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def children(self) -> list[int]:
-        """Direct children (a prefork worker's pool processes)."""
-        found: list[int] = []
-        with contextlib.suppress(OSError):
-            for task in Path(f"/proc/{self.pid}/task").iterdir():
-                with contextlib.suppress(OSError, ValueError):
-                    found += [int(p) for p in (task / "children").read_text().split()]
-        return found
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def stop(self, timeout_s: float = 30.0) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 def start_gateway(log_dir: Path, **settings: object) -> tuple[Proc, str]:
