@@ -92,13 +92,14 @@ def summary(times: dict[str, dict[str, float]]) -> list[tuple[str, str, float]]:
     return rows
 
 
-def render(rows: list[tuple[str, str, float]], max_bytes: int) -> str:
+def render(rows: list[tuple[str, str, float]], max_bytes: int, goal_ms: float = GOAL_MS) -> str:
+    """The printed table, a markdown one (docs/benchmarks.md shows it from the report)."""
     lines = [f"worst-case CPU per message of {max_bytes} bytes (least of the repeats)",
              "| pass | worst shape | CPU ms |", "|---|---|---|"]
     lines += [f"| {name} | {shape} | {ms:.1f} |" for name, shape, ms in rows]
     total = rows[-1][2]
     lines.append(f"redaction + rules + keyword vector: {total:.1f} ms "
-                 f"(goal ≤ {GOAL_MS:g} ms: {'met' if total <= GOAL_MS else 'NOT met'})")
+                 f"(goal ≤ {goal_ms:g} ms: {'met' if total <= goal_ms else 'NOT met'})")
     return "\n".join(lines)
 
 

@@ -81,10 +81,14 @@ def contention(section: dict[str, Any]) -> str:
     return f"[other processes used {other:.2f} cores]" if other >= 0.1 else ""
 
 
-def render(report: dict[str, Any]) -> str:
+Row = tuple[str, str, str, str]  # metric, value, unit, note
+
+
+def table_rows(report: dict[str, Any]) -> list[Row]:
+    """The report's figures as table rows: the printed table and docs/benchmarks.md alike."""
     meta = report["meta"]
     machine = meta["machine"]
-    rows: list[tuple[str, str, str, str]] = []
+    rows: list[Row] = []
 
     def row(name: str, value: float, unit: str, note: str = "") -> None:
         rows.append((name, f"{value:,.1f}", unit, note))
@@ -166,17 +170,36 @@ def render(report: dict[str, Any]) -> str:
         rss = report["gateway_rss"]
         row(f"gateway peak RSS after search at {rss['after_search_at']:,}", rss["vmhwm_mib"],
             "MiB", "incl. in-process worker; Redis excluded")
+    return rows
 
+
+def heading(report: dict[str, Any]) -> str:
+    meta = report["meta"]
+    machine = meta["machine"]
     engine = meta.get("e5_engine", "host")
     embedder = meta["embedder"] + (f" ({engine} engine)" if engine != "host" else "")
-    head = (f"memoryd bench — {meta['date']} — embedder {embedder} — "
+    return (f"memoryd bench — {meta['date']} — embedder {embedder} — "
             f"{machine['cpu_model']}, nproc {machine['nproc']}")
+
+
+def search_data_note(report: dict[str, Any]) -> str | None:
+    """How the search phase's store was filled, when the report has one."""
+    search = report.get("search")
+    if not search:
+        return None
+    per_user = search["sizes"][0]["memories_per_user"]
+    return ("Search data: store bulk-filled directly (EdgeStore upsert of MemoryRecord "
+            f"points before the stack started), {per_user:,} memories per user.")
+
+
+def render(report: dict[str, Any]) -> str:
+    rows = table_rows(report)
+    head = heading(report)
     widths = [max(len(r[i]) for r in [("metric", "value", "unit", ""), *rows]) for i in range(3)]
     lines = [head, "=" * len(head)]
-    if search:
-        per_user = search["sizes"][0]["memories_per_user"]
-        lines.append("Search data: store bulk-filled directly (EdgeStore upsert of MemoryRecord "
-                     f"points before the stack started), {per_user:,} memories per user.")
+    note = search_data_note(report)
+    if note:
+        lines.append(note)
     lines.append(f"{'metric':<{widths[0]}}  {'value':>{widths[1]}}  {'unit':<{widths[2]}}  note")
     for name, value, unit, note in rows:
         lines.append(f"{name:<{widths[0]}}  {value:>{widths[1]}}  {unit:<{widths[2]}}  {note}")
