@@ -6,6 +6,7 @@ The logic lives in `workers/cli_ops.py`; this module parses options and prints.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -301,12 +302,15 @@ def reindex(embedder: Annotated[str, typer.Option(help="the new embedder, e.g. u
 
 
 def bench(ctx: typer.Context) -> None:
-    """Run ops/bench.py (a checkout only); options pass through, see --help there."""
-    script = Path(__file__).resolve().parents[1] / "ops" / "bench.py"
-    if not script.is_file():
-        err.print("error: ops/bench.py is not here: run 'memoryd bench' from a checkout")
+    """Run `python -m ops.bench` (a checkout only); options pass through, see --help there."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "ops" / "bench" / "run.py").is_file():
+        err.print("error: ops/bench/ is not here: run 'memoryd bench' from a checkout")
         raise typer.Exit(1)
-    raise typer.Exit(subprocess.call([sys.executable, str(script), *ctx.args]))
+    # The checkout first on the path: `-m ops.bench` then finds it from any directory.
+    path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
+    raise typer.Exit(subprocess.call([sys.executable, "-m", "ops.bench", *ctx.args],
+                                     env={**os.environ, "PYTHONPATH": path}))
 
 
 @contextmanager

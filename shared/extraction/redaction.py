@@ -271,7 +271,7 @@ def redact(text: str) -> str:
     """The text with every secret and identifier replaced by its placeholder.
 
     Every rule's work is linear in the length of the text (tests/shared/test_hostile_text.py,
-    `python ops/bench_hostile.py`): a message a client crafted cannot hold a worker.
+    `python -m ops.bench.hostile`): a message a client crafted cannot hold a worker.
     """
     for rule in _RULES:
         text = _apply(rule, text)

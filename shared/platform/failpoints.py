@@ -9,7 +9,7 @@ failpoint costs one frozenset lookup.
 
 Failpoints: `store.upsert` (a memory point written, its job neither finished nor acked),
 `embed.documents` (before the embedding call of a write), `llm.extract` (an LLM extraction
-job right before the model is asked; `ops/chaos_llm.py` kills a worker there).
+job right before the model is asked; `ops/chaos/llm.py` kills a worker there).
 """
 
 from __future__ import annotations

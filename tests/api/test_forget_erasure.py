@@ -12,9 +12,10 @@ import httpx
 import pytest
 from helpers import wait_job
 
-from ops.chaos_common import FakeOpenAIEmbeddings, wait_until
-from ops.chaos_erasure import forgotten_text_erased
-from ops.chaos_procs import UpStack
+from ops.chaos.common import FakeOpenAIEmbeddings
+from ops.chaos.erasure import forgotten_text_erased
+from ops.chaos.procs import UpStack
+from ops.stack import wait_until
 from shared.platform import failpoints
 
 

@@ -40,14 +40,7 @@ def test_every_document_is_checked() -> None:
 
 
 @pytest.mark.parametrize(
-    "document",
-    [pytest.param(p, id=p.relative_to(DOCS).as_posix(),
-                  marks=[pytest.mark.xfail(strict=True, reason=(
-                      "links decisions/0001-performance-runs.md, split into the records "
-                      "decisions/README.md indexes; the page's owner changes the link"))]
-                  if p.name == "benchmarks.md" and "0001-performance-runs.md" in p.read_text()
-                  else [])
-     for p in _documents()],
+    "document", [pytest.param(p, id=p.relative_to(DOCS).as_posix()) for p in _documents()]
 )
 def test_every_link_and_repository_path_exists(document: Path) -> None:
     assert dead_ends(document) == []

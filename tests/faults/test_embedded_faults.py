@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ops.chaos_common import Row
-from ops.chaos_embedded import (
+from ops.chaos.common import Row
+from ops.chaos.embedded import (
     concurrent_workers,
     embedder_unreachable,
     redis_restarted,

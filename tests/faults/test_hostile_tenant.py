@@ -1,13 +1,13 @@
 """The hostile-tenant scenario at a small size: one tenant's hostile text at full message size
 through the API loses nothing of another tenant's, and every job of both succeeds at its
-first attempt within the task time limit. (The p99 bound is checked by `python ops/chaos.py
+first attempt within the task time limit. (The p99 bound is checked by `python -m ops.chaos
 --only hostile-tenant`, where timing belongs.)"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ops.chaos_hostile import hostile_tenant
+from ops.chaos.hostile import hostile_tenant
 
 
 def test_hostile_tenant_costs_the_neighbour_nothing(tmp_path: Path) -> None:

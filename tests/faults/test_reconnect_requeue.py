@@ -19,9 +19,10 @@ from pathlib import Path
 
 import redis
 
-from ops.chaos_common import wait_jobs, wait_until
-from ops.chaos_embedded import running
-from ops.chaos_procs import UpStack
+from ops.chaos.common import wait_jobs
+from ops.chaos.embedded import running
+from ops.chaos.procs import UpStack
+from ops.stack import wait_until
 from shared.jobs.celery_app import create_app as create_celery_app
 from shared.jobs.job_store import JobStore
 from shared.jobs.names import QUEUE_OF, TaskName

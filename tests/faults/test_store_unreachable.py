@@ -1,12 +1,12 @@
 """Server mode with the Qdrant server gone: enqueue 202, search 503 `store_unavailable`,
 jobs retry and succeed once it answers again (qdrant-client over real HTTP, see
-ops/qdrant_rest_facade.py for what stands in for the server)."""
+tests/support/qdrant_rest_facade.py for what stands in for the server)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ops.chaos_server import store_unreachable
+from ops.chaos.server import store_unreachable
 
 
 def test_store_down_then_back(tmp_path: Path) -> None:

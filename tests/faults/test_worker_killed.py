@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ops.chaos_llm import worker_killed_in_llm_call
-from ops.chaos_server import (
+from ops.chaos.llm import worker_killed_in_llm_call
+from ops.chaos.server import (
     concurrent_worker_processes,
     worker_killed_in_slow_embedding,
     worker_killed_in_store_write,

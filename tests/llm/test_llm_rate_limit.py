@@ -19,11 +19,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ops.chaos_common import FakeOpenAIEmbeddings, wait_jobs
-from ops.chaos_procs import UpStack
-from ops.chaos_server import server_mode
-from ops.qdrant_rest_facade import QdrantRestFacade
+from ops.chaos.common import FakeOpenAIEmbeddings, wait_jobs
+from ops.chaos.procs import UpStack
+from ops.chaos.server import server_mode
 from shared.testing.fake_llm import Behaviour, FakeLLM, Received, json_reply
+from tests.support.qdrant_rest_facade import QdrantRestFacade
 
 RATE = "120/m"
 INTERVAL_S = 0.5

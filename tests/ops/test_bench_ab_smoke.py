@@ -1,5 +1,5 @@
-"""`ops/bench_ab.py` and `ops/probe_e5_callers.py` at a tiny size: they run and print a
-number for every configuration, so the commands the docs cite keep working."""
+"""`python -m ops.bench.ab` and `python -m ops.probes.e5_callers` at a tiny size: they run and
+print a number for every configuration, so the commands the docs cite keep working."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ops.bench_ab import parse_config
+from ops.bench.ab import parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCOMO = ROOT.parent / "shared" / "bench" / "locomo10.json"
@@ -27,7 +27,7 @@ def _run(args: list[str], tmp_path: Path) -> str:
 
 
 def test_ab_prints_a_median_per_configuration(tmp_path: Path) -> None:
-    out = _run(["ops/bench_ab.py", "--size", "200", "--per-user", "100", "--rounds", "1",
+    out = _run(["-m", "ops.bench.ab", "--size", "200", "--per-user", "100", "--rounds", "1",
                 "--searches", "10", "--pool-limit", "150", "--locomo", str(LOCOMO),
                 "--cache-dir", str(tmp_path / "cache"), "--work-dir", str(tmp_path),
                 "--config", "default=", "--config", "edge-2=MEMORYD_EDGE_SEARCH_THREADS=2"],
@@ -39,7 +39,7 @@ def test_ab_prints_a_median_per_configuration(tmp_path: Path) -> None:
 
 
 def test_ab_with_concurrent_clients_prints_throughput_and_cpu(tmp_path: Path) -> None:
-    out = _run(["ops/bench_ab.py", "--size", "200", "--per-user", "100", "--rounds", "1",
+    out = _run(["-m", "ops.bench.ab", "--size", "200", "--per-user", "100", "--rounds", "1",
                 "--searches", "16", "--clients", "4", "--pool-limit", "150",
                 "--locomo", str(LOCOMO), "--cache-dir", str(tmp_path / "cache"),
                 "--work-dir", str(tmp_path), "--config", "default=",
@@ -53,21 +53,21 @@ def test_ab_with_concurrent_clients_prints_throughput_and_cpu(tmp_path: Path) ->
 
 def test_ab_refuses_a_config_that_is_not_a_memoryd_setting(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
-    proc = subprocess.run([sys.executable, "ops/bench_ab.py", "--config", "x=PATH=/tmp"],
+    proc = subprocess.run([sys.executable, "-m", "ops.bench.ab", "--config", "x=PATH=/tmp"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "MEMORYD_KEY=VALUE" in proc.stderr
 
 
 def test_ab_refuses_fewer_searches_than_clients(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
-    proc = subprocess.run([sys.executable, "ops/bench_ab.py", "--clients", "8",
+    proc = subprocess.run([sys.executable, "-m", "ops.bench.ab", "--clients", "8",
                            "--searches", "4"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--searches (4) must be at least --clients (8)" in proc.stderr
 
 
 def test_probe_compares_callers_and_lanes(tmp_path: Path) -> None:
-    out = _run(["ops/probe_e5_callers.py", "--queries", "16", "--clients", "4"], tmp_path)
+    out = _run(["-m", "ops.probes.e5_callers", "--queries", "16", "--clients", "4"], tmp_path)
     rows = [line for line in out.splitlines() if "mean" in line]
     assert len(rows) == 2 and "one calling thread" in rows[0] and "a second caller" in rows[1]
     for row in rows:
@@ -95,6 +95,6 @@ def test_a_config_may_run_another_checkouts_code(tmp_path: Path) -> None:
 ])
 def test_ab_refuses_a_store_with_no_user(args: list[str], named: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
-    proc = subprocess.run([sys.executable, "ops/bench_ab.py", *args], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "ops.bench.ab", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and named in proc.stderr, proc.stderr

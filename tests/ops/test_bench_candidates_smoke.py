@@ -1,4 +1,4 @@
-"""`ops/bench_candidates.py` at a tiny size: it runs real searches and prints the CPU of a
+"""`python -m ops.bench.candidates` at a tiny size: it runs real searches and prints the CPU of a
 search and of its store call, so the command the docs cite keeps working."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ LOCOMO = ROOT.parent / "shared" / "bench" / "locomo10.json"
 def test_prints_the_cpu_of_a_search_and_of_its_store_call(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
     proc = subprocess.run(
-        [sys.executable, "ops/bench_candidates.py", "--size", "200", "--per-user", "100",
+        [sys.executable, "-m", "ops.bench.candidates", "--size", "200", "--per-user", "100",
          "--searches", "12", "--rounds", "1", "--pool-limit", "150", "--locomo", str(LOCOMO),
          "--cache-dir", str(tmp_path / "cache"), "--work-dir", str(tmp_path)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
@@ -31,13 +31,13 @@ def test_prints_the_cpu_of_a_search_and_of_its_store_call(tmp_path: Path) -> Non
 
 def test_refuses_a_size_smaller_than_one_user() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
-    proc = subprocess.run([sys.executable, "ops/bench_candidates.py", "--size", "10"],
+    proc = subprocess.run([sys.executable, "-m", "ops.bench.candidates", "--size", "10"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--size" in proc.stderr
 
 
 def test_refuses_no_memories_per_user() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
-    proc = subprocess.run([sys.executable, "ops/bench_candidates.py", "--per-user", "0"],
+    proc = subprocess.run([sys.executable, "-m", "ops.bench.candidates", "--per-user", "0"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--per-user" in proc.stderr

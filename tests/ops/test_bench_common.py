@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ops.bench import parse_args
-from ops.bench_common import drop_memoryd_environment, use_e5_engine
+from ops.bench.common import drop_memoryd_environment, use_e5_engine
+from ops.bench.run import parse_args
 from shared.platform.settings import get_settings
 
 

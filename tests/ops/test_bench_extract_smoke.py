@@ -1,4 +1,4 @@
-"""`ops/bench.py --phases extract` end to end at a tiny size: the fake LLM, real processes
+"""`python -m ops.bench --phases extract` end to end at a tiny size: the fake LLM, real processes
 (server-mode workers on the Qdrant REST stand-in) and, once, the embedded stack's threads."""
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ def run_bench(tmp_path: Path, *extra: str) -> tuple[str, dict[str, Any]]:
     assert LOCOMO.is_file(), f"LoCoMo bench data missing at {LOCOMO}"
     out = tmp_path / "bench.json"
     cmd = [
-        sys.executable, str(ROOT / "ops" / "bench.py"), "--phases", "extract",
+        sys.executable, "-m", "ops.bench", "--phases", "extract",
         "--extract-latency-ms", "100", "--extract-jobs", "4", "--extract-enqueue-n", "10",
         "--extract-raw-n", "2", *extra,
         "--locomo", str(LOCOMO), "--out", str(out), "--work-dir", str(tmp_path / "work"),
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    env["PYTHONPATH"] = str(ROOT)  # `-m ops.bench` from any directory: this checkout
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=280)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"

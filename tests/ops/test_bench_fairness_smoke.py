@@ -1,4 +1,4 @@
-"""`ops/bench_fairness.py` at a tiny size: it runs the real stack, prints its figures and
+"""`python -m ops.bench.fairness` at a tiny size: it runs the real stack, prints its figures and
 writes its report (no timing is asserted here; the figures are the bench's business)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def test_fairness_bench_reports_each_condition(tmp_path: Path) -> None:
     out = tmp_path / "fairness.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
     proc = subprocess.run(
-        [sys.executable, "ops/bench_fairness.py", "--backfill", "6", "--turns", "2",
+        [sys.executable, "-m", "ops.bench.fairness", "--backfill", "6", "--turns", "2",
          "--sentences", "3", "--saves", "2", "--unmarked", "2", "--out", str(out),
          "--work-dir", str(tmp_path)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=280,

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ops.bench_http import HttpError, RawClient
+from ops.bench.http import HttpError, RawClient
 
 
 class _Handler(BaseHTTPRequestHandler):

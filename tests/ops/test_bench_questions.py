@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ops.bench import parse_args
-from ops.bench_search import question_slices
+from ops.bench.run import parse_args
+from ops.bench.search import question_slices
 
 QUESTIONS = [f"question {i}?" for i in range(50)]
 

@@ -1,4 +1,4 @@
-"""`ops/bench.py` end to end at a tiny size: real stack subprocesses, real HTTP, real report.
+"""`python -m ops.bench` end to end at a tiny size: real stack subprocesses, real HTTP, real report.
 
 The full-size figures take minutes; this only proves the command runs and reports every
 section with plausible numbers, so a broken bench is noticed before someone needs it.
@@ -32,7 +32,7 @@ def test_bench_runs_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
     )
     out = tmp_path / "bench.json"
     cmd = [
-        sys.executable, str(ROOT / "ops" / "bench.py"),
+        sys.executable, "-m", "ops.bench",
         "--embedder", "e5-small", "--sizes", "200", "--per-user", "100",
         "--enqueue-n", "20", "--ingest-n", "20", "--search-n", "20", "--concurrent-n", "24",
         "--empty-n", "12", "--clients", "4", "--probe-n", "20", "--pool-limit", "150",
@@ -40,6 +40,7 @@ def test_bench_runs_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
         "--cache-dir", str(tmp_path / "cache"), "--work-dir", str(tmp_path / "work"),
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    env["PYTHONPATH"] = str(ROOT)  # `-m ops.bench` from any directory: this checkout
     proc = subprocess.run(
         cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240
     )

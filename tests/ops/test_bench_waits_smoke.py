@@ -1,4 +1,4 @@
-"""`ops/bench_waits.py` at a tiny size: it runs, prints both phases and the ratio, and its
+"""`python -m ops.bench.waits` at a tiny size: it runs, prints both phases and the ratio, and its
 JSON report says every wait was pending while the searches ran (no timing is asserted)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def test_bench_waits_prints_idle_and_loaded_search_latency(tmp_path: Path) -> No
     out = tmp_path / "waits.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
     proc = subprocess.run(
-        [sys.executable, "ops/bench_waits.py", "--waits", "4", "--wait-s", "8",
+        [sys.executable, "-m", "ops.bench.waits", "--waits", "4", "--wait-s", "8",
          "--searches", "10", "--rounds", "2", "--memories", "2", "--work-dir", str(tmp_path),
          "--out", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

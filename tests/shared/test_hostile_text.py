@@ -5,7 +5,7 @@ earlier (slow but straightforward) implementation.
 The linearity check compares CPU time on a text and on its first quarter: linear work gives
 a ratio near 4, quadratic 16, cubic 64; the bound is 10 (with a 1 ms floor on the quarter,
 so timer noise on tiny times cannot fail it). It states how the work grows, not how fast a
-host is: `python ops/bench_hostile.py` measures the time itself.
+host is: `python -m ops.bench.hostile` measures the time itself.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import text_reference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ops import bench_hostile
-from ops.hostile_corpus import fill, hostile_corpus
+from ops.bench import hostile as bench_hostile
+from ops.bench.hostile_corpus import fill, hostile_corpus
 from shared.extraction import redaction
 from shared.extraction import rules_patterns as p
 from shared.extraction.redaction import found_secrets, redact
@@ -32,7 +32,7 @@ RATIO = 10.0
 FLOOR_MS = 1.0
 
 
-# The passes and the CPU clock of `ops/bench_hostile.py`: the test checks what it measures.
+# The passes and the CPU clock of `ops/bench/hostile.py`: the test checks what it measures.
 PASSES = bench_hostile.PASSES
 _cpu_ms = bench_hostile.cpu_ms
 

@@ -4,7 +4,7 @@ Bulk work (imports, interactions marked `backfill`) runs on the bulk queue with 
 threads of its own (`bulk_worker_concurrency`, 1 in the test stack); saves, edits, forgets
 and ordinary interactions keep the other threads. The checks are about order, not speed:
 the save is done while the other tenant's bulk jobs are still waiting their turn.
-`ops/bench_fairness.py` measures the latency.
+`ops/bench/fairness.py` measures the latency.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ import redis
 from helpers import wait_job
 from pydantic import ValidationError
 
-from ops.chaos_embedded import running
-from ops.chaos_procs import UpStack
+from ops.chaos.embedded import running
+from ops.chaos.procs import UpStack
 from shared.jobs.celery_app import create_app as create_celery_app
 from shared.jobs.names import QUEUE_OF, TaskName
 from shared.platform.failpoints import EMBED_DOCUMENTS
@@ -149,7 +149,7 @@ def test_the_soft_limit_is_below_the_hard_one(tmp_path: Path, soft: float, hard:
 def test_a_prefork_job_past_its_soft_limit_fails_with_time_limit(tmp_path: Path) -> None:
     # Server mode: `memoryd serve` and a prefork `memoryd worker`, where Celery's own signal
     # raises the soft limit's exception; it is reported with the same code.
-    from ops.chaos_server import server_mode
+    from ops.chaos.server import server_mode
 
     settings = {"job_soft_time_limit_s": 1, "job_time_limit_s": 20,
                 "failpoints": EMBED_DOCUMENTS, "failpoint_pause_s": 15}

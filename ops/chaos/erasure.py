@@ -1,0 +1,159 @@
+"""Erasure you can prove: unique marker words saved, forgotten and compacted away, then every
+byte under the data directory (Qdrant Edge segments and WAL, the audit shard, Redis's AOF
+and RDB, its log) and the stack's log searched for them: none may be left.
+
+The scan is checked for being real: before the forget each forgotten marker must be found
+on disk, and afterwards every kept marker (another user's) must still be found.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import string
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+
+import httpx
+
+from ops.chaos.common import FakeOpenAIEmbeddings, Row, list_contents, wait_jobs
+from ops.chaos.embedded import running
+from ops.chaos.procs import UpStack
+from ops.stack import ROOT, ScenarioFailed, clean_env, wait_until
+
+MARKER = re.compile(rb"qx(?:gone|kept)[a-z]{14}")
+
+
+def marker(rng: random.Random, kind: str) -> str:
+    """A word found nowhere else (letters only, so redaction leaves it alone)."""
+    return "qx" + kind + "".join(rng.choice(string.ascii_lowercase) for _ in range(14))
+
+
+def scan(roots: Iterable[Path], markers: Iterable[str]) -> tuple[dict[str, list[str]], int, int]:
+    """Which markers occur in which files: every byte of every regular file under `roots`
+    (one pass per file for every marker's shape). Returns the hits, the files read and the
+    bytes read."""
+    wanted = set(markers)
+    hits: dict[str, list[str]] = {}
+    files = size = 0
+    for root in roots:
+        paths = [root]
+        if root.is_dir():
+            paths = [Path(d) / f for d, _, names in os.walk(root) for f in names]
+        for path in sorted(paths):
+            if path.is_symlink() or not path.is_file():
+                continue
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue  # removed while we walked (a rewrite's temporary file)
+            files += 1
+            size += len(data)
+            for found in set(MARKER.findall(data)):
+                text = found.decode()
+                if text in wanted:
+                    hits.setdefault(text, []).append(str(path))
+    return hits, files, size
+
+
+def _enqueue(api: httpx.Client, path: str, body: dict[str, object]) -> str:
+    answer = api.post(path, json=body)
+    if answer.status_code != 202:
+        raise ScenarioFailed(f"{path} answered {answer.status_code}: {answer.text}")
+    return str(answer.json()["job_id"])
+
+
+def forgotten_text_erased(work: Path, n: int, bound_s: float = 0.0,
+                          operator: bool = False) -> Row:
+    """Save `n` marker memories for one user (saves in and out of a thread, a raw
+    interaction, an edit that puts two markers in the audit trail, a failed job's kept
+    arguments) and `n` for another; forget the first user; wait for the compaction
+    (`MEMORYD_ERASURE_COMPACTION_S` = `bound_s`, or with `operator` an hour and then
+    `memoryd erase` at once); scan the data directory and the logs."""
+    if operator:
+        bound_s = 3600.0
+    rng = random.Random(uuid.uuid4().int)
+    gone_user, kept_user = f"erase-{uuid.uuid4().hex[:8]}", f"keep-{uuid.uuid4().hex[:8]}"
+    gone = [marker(rng, "gone") for _ in range(n + 3)]
+    kept = [marker(rng, "kept") for _ in range(n)]
+    fake = FakeOpenAIEmbeddings().start()
+    data = work / "data"
+    stack = UpStack("erasure", data, work, embedder="openai:fake-embed",
+                    openai_base_url=fake.base_url, erasure_compaction_s=bound_s,
+                    log_level="INFO", task_max_retries=0, task_unavailable_max_retries=0)
+    notes: list[str] = []
+    try:
+        with running(stack), stack.client() as api:
+            jobs = [_enqueue(api, "/v1/memories", {
+                "user_id": gone_user, "content": f"My garden word number {i} is {word}",
+                **({"thread_id": "erase-thread"} if i % 2 else {}),
+            }) for i, word in enumerate(gone[:n])]
+            jobs.append(_enqueue(api, "/v1/interactions", {
+                "user_id": gone_user, "extract": "raw",
+                "messages": [{"role": "user", "content": f"Remember the word {gone[n]}"}]}))
+            jobs += [_enqueue(api, "/v1/memories", {
+                "user_id": kept_user, "content": f"My kept word number {i} is {word}"})
+                for i, word in enumerate(kept)]
+            wait_jobs(api, jobs, 120)
+            first = api.get("/v1/memories", params={"user_id": gone_user, "limit": 1}).json()
+            edited = api.patch(f"/v1/memories/{first['items'][0]['id']}",
+                               params={"user_id": gone_user, "wait": 20},
+                               json={"content": f"The edited word is {gone[n + 1]}"})
+            if edited.status_code != 200:
+                raise ScenarioFailed(f"edit answered {edited.status_code}: {edited.text}")
+            # A failed job keeps its arguments: the embedding API is down for this one save.
+            fake.stop()
+            failed = _enqueue(api, "/v1/memories", {
+                "user_id": gone_user, "content": f"The failed word is {gone[n + 2]}"})
+            wait_until(lambda: api.get(f"/v1/jobs/{failed}").json().get("status") == "failed",
+                       60, "the save to fail with the embedder down")
+            fake.start()
+            time.sleep(1.5)  # Redis appends to its AOF once a second
+            roots = [data, stack.log_path]
+            before, _, _ = scan(roots, gone)
+            if len(before) != len(gone):
+                missing = sorted(set(gone) - set(before))
+                raise ScenarioFailed(f"the scan found only {len(before)} of {len(gone)} markers "
+                                     f"before the forget (not {missing[:3]}): it is not real")
+            started = time.monotonic()
+            forgot = api.delete("/v1/memories", params={"user_id": gone_user, "all": "true",
+                                                        "wait": 30})
+            if forgot.status_code != 200:
+                raise ScenarioFailed(f"forget answered {forgot.status_code}: {forgot.text}")
+            if operator:
+                erase = subprocess.run(
+                    [sys.executable, "-m", "workers.cli", "erase", "--wait", "120"], cwd=ROOT,
+                    env=clean_env(redis_url=stack.settings["redis_url"], data_dir=data),
+                    capture_output=True, text=True, timeout=180)
+                if erase.returncode != 0:
+                    raise ScenarioFailed(f"memoryd erase failed: {erase.stdout}{erase.stderr}")
+            elif bound_s > 0:
+                wait_until(lambda: "erasure_compacted" in stack.log_path.read_text(
+                    errors="replace"), bound_s + 120, "the periodic compaction")
+            erased_s = time.monotonic() - started
+            after, files, size = scan(roots, [*gone, *kept])
+            left = {m: p for m, p in after.items() if m in gone}
+            kept_on_disk = sum(1 for m in kept if m in after)
+            listed = list_contents(api, kept_user)
+            kept_listed = sum(1 for m in kept if any(m in c for c in listed))
+            if list_contents(api, gone_user):
+                raise ScenarioFailed("the forgotten user still has memories")
+        # Stopped: Redis wrote its RDB and fsynced its AOF, the shards flushed.
+        stopped, _, _ = scan([data, stack.log_path], gone)
+    finally:
+        fake.stop()
+    notes.append(f"{len(before)} of {len(gone)} forgotten markers on disk before the forget, "
+                 f"{len(left)} after the compaction, {len(stopped)} after the stop")
+    how = "memoryd erase" if operator else f"bound {bound_s:g} s"
+    notes.append(f"{files} files, {size / 1e6:.1f} MB scanned; forget to erased "
+                 f"{erased_s:.1f} s ({how})")
+    if left:
+        notes.append(f"left: {dict(list(left.items())[:3])}")
+    return Row("forget, compaction: markers on disk", len(gone) + len(kept), len(kept),
+               min(kept_on_disk, kept_listed), 0, len(left) + len(stopped),
+               round(erased_s, 2), notes)

@@ -1,0 +1,168 @@
+"""`python -m ops.bench.docs`: docs/benchmarks.md holds the figures of the JSON reports and no
+other. The generator runs as the real command on small reports written here; the page in
+the repository is checked against the template and, where the reports are present, against
+them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ops.bench.docs import figures, generated_blocks, render_document, template_part
+
+ROOT = Path(__file__).resolve().parents[2]
+MACHINE = {"nproc": 3, "cpu_model": "Fixture CPU", "mem_total_gb": 7.5, "python": "3.11.9",
+           "platform": "Linux-fixture"}
+
+
+def write_reports(results: Path, scale: float) -> None:
+    """One report of every kind; every figure in them is multiplied by `scale`, so two
+    scales give two pages that differ in every figure."""
+    results.mkdir(parents=True, exist_ok=True)
+
+    def save(name: str, data: dict[str, Any]) -> None:
+        (results / name).write_text(json.dumps(data), encoding="utf-8")
+
+    save("bench.json", {
+        "meta": {"date": "2026-01-02T03:04:05+00:00", "embedder": "e5-small",
+                 "e5_engine": "host", "machine": MACHINE,
+                 "command": ["python", "-m", "ops.bench", "--phases", "enqueue"]},
+        "enqueue": {"requests": 37, "cpu": {"other_cores": 0.0},
+                    "latency": {"p50_ms": 1.23 * scale, "p99_ms": 4.56 * scale,
+                                "mean_ms": 2.34 * scale}},
+    })
+    save("hostile.json", {
+        "max_message_bytes": 4096, "repeats": 3, "goal_ms": 20.0,
+        "goal_passes": ["redaction", "rules", "keyword_vector"], "machine": MACHINE,
+        "worst": {"redaction": {"shape": "digit-groups", "cpu_ms": 3.21 * scale},
+                  "total": {"shape": "cjk", "cpu_ms": 6.54 * scale}},
+    })
+    idle = {"n": 40, "p50_ms": 5.11 * scale, "p99_ms": 9.22 * scale, "mean_ms": 6.33 * scale,
+            "max_ms": 12.44 * scale}
+    loaded = {"n": 40, "p50_ms": 5.55 * scale, "p99_ms": 9.66 * scale, "mean_ms": 6.77 * scale,
+              "max_ms": 13.88 * scale}
+    save("bench-waits.json", {
+        "waits": 8, "wait_s": 30.0, "searches": 40, "memories": 12, "rate": 20.0,
+        "idle": idle, "loaded": loaded, "p99_ratio": round(9.66 / 9.22, 3), "goal_ratio": 1.5,
+        "waits_pending_after_searches": 8, "rounds": [{}, {}],
+    })
+    save("fairness.json", {
+        "backfill": 300, "turns": 4, "sentences": 12, "saves": 5,
+        "idle": {"n": 5, "p50_ms": 30.1 * scale, "mean_ms": 31.2 * scale, "max_ms": 40.3 * scale},
+        "under_backfill": {"n": 5, "p50_ms": 50.4 * scale, "mean_ms": 52.5 * scale,
+                           "max_ms": 60.6 * scale},
+        "ratio_p50": round(50.4 / 30.1, 2), "goal_met": True,
+    })
+    save("eval-locomo-20260102T030405.json", {
+        "dataset": "locomo", "embedder": "e5-small", "modes": ["dense", "hybrid"],
+        "started_at": "2026-01-02T03:04:05+00:00", "as_of": None,
+        "inputs": {"data": "../shared/bench/locomo10.json"},
+        "git": {"commit": "0123456789abcdef", "dirty": False},
+        "counts": {"questions_left_out_by_limit": 0},
+        "results": [
+            {"mode": mode, "latency": {"mean_ms": 20.5 * scale * k, "p95_ms": 25.5 * scale * k},
+             "overall": {"count": 9, "metrics": {"recall@5": 0.4321 * k / scale,
+                                                 "recall@10": 0.5432 * k / scale}},
+             "categories": {"multi-hop": {"count": 4, "metrics": {
+                 "recall@5": 0.2109 * k / scale, "recall@10": 0.3198 * k / scale}}}}
+            for mode, k in (("dense", 1.0), ("hybrid", 1.1))
+        ],
+    })
+
+
+def run_docs(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "ops.bench.docs", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_the_page_shows_each_reports_figures_its_command_and_machine(tmp_path: Path) -> None:
+    results, page_path = tmp_path / "results", tmp_path / "benchmarks.md"
+    write_reports(results, 1.0)
+    done = run_docs("--results", str(results), "--out", str(page_path))
+    assert done.returncode == 0, done.stderr
+    page = page_path.read_text(encoding="utf-8")
+
+    assert "| enqueue: POST /v1/interactions x37, p50 | 1.2 | ms |" in page
+    assert "| enqueue: p99 | 4.6 | ms |" in page
+    assert "Command: `python -m ops.bench --phases enqueue`" in page
+    assert ("Machine: Fixture CPU, nproc 3, 7.5 GB memory, Python 3.11.9, Linux-fixture. "
+            "Run 2026-01-02T03:04:05+00:00") in page
+    assert "| redaction | digit-groups | 3.2 |" in page and "| total | cjk | 6.5 |" in page
+    assert "Command: `python -m ops.bench.hostile --repeats 3 --max-bytes 4096`" in page
+    assert "| idle (40 searches) | 5.1 | 9.2 | 6.3 | 12.4 |" in page
+    assert "| 8 waits of 30 s pending (40 searches) | 5.5 | 9.7 | 6.8 | 13.9 |" in page
+    assert ("Command: `python -m ops.bench.waits --waits 8 --wait-s 30 --searches 40 "
+            "--rounds 2 --rate 20 --memories 12`") in page
+    assert "| idle | 5 | 30.1 | 31.2 | 40.3 |" in page
+    assert "| 300 backfill interactions queued | 5 | 50.4 | 52.5 | 60.6 |" in page
+    assert ("Command: `python -m ops.bench.fairness --backfill 300 --turns 4 --sentences 12 "
+            "--saves 5`") in page
+    assert "| dense | 9 | 0.432 | 0.543 | 20.5 / 25.5 |" in page
+    assert "| hybrid | multi-hop | 4 | 0.232 | 0.352 |" in page
+    assert ("Command: `memoryd eval locomo --data ../shared/bench/locomo10.json "
+            "--mode dense,hybrid --embedder e5-small`") in page
+    assert "commit 0123456789ab" in page
+    # A report that does not record its machine is not given one.
+    waits = dict(generated_blocks(page))["bench-results/bench-waits.json"]
+    assert "Machine: not recorded in the report." in waits
+
+    # Other reports, other page: every figure above came from the JSON.
+    write_reports(results, 2.0)
+    assert run_docs("--results", str(results), "--out", str(page_path)).returncode == 0
+    again = page_path.read_text(encoding="utf-8")
+    assert "| enqueue: POST /v1/interactions x37, p50 | 2.5 | ms |" in again
+    assert "| redaction | digit-groups | 6.4 |" in again
+    assert "| idle (40 searches) | 10.2 | 18.4 | 12.7 | 24.9 |" in again
+    assert "| idle | 5 | 60.2 | 62.4 | 80.6 |" in again
+    assert "| dense | 9 | 0.216 | 0.272 | 41.0 / 51.0 |" in again
+    for stale in ("| 1.2 | ms |", "| 3.2 |", "| 30.1 |", "| 0.432 |"):
+        assert stale not in again
+
+
+def test_only_the_reports_put_figures_on_the_page(tmp_path: Path) -> None:
+    write_reports(tmp_path / "results", 1.0)
+    full = render_document(tmp_path / "results")
+    empty = render_document(tmp_path / "none")
+    # The template (all but the generated blocks) is the same with or without reports and
+    # carries no figure of its own.
+    assert template_part(full) == template_part(empty)
+    assert figures(template_part(full)) == []
+    assert figures(full), "the fixture reports' figures are on the page"
+    # Without reports, every block says how to make its report and shows no figure.
+    blocks = generated_blocks(empty)
+    assert [source for source, _ in blocks] == [
+        "bench-results/eval-<dataset>-<time>.json", "bench-results/bench.json",
+        "bench-results/hostile.json", "bench-results/bench-waits.json",
+        "bench-results/fairness.json"]
+    for _, body in blocks:
+        assert body.startswith("No report yet: `") and figures(body) == []
+
+
+def test_check_says_whether_the_page_is_current(tmp_path: Path) -> None:
+    results, page_path = tmp_path / "results", tmp_path / "benchmarks.md"
+    write_reports(results, 1.0)
+    assert run_docs("--results", str(results), "--out", str(page_path)).returncode == 0
+    assert run_docs("--results", str(results), "--out", str(page_path),
+                    "--check").returncode == 0
+    write_reports(results, 3.0)
+    stale = run_docs("--results", str(results), "--out", str(page_path), "--check")
+    assert stale.returncode == 1 and "python -m ops.bench.docs" in stale.stderr
+    assert "| 1.2 | ms |" in page_path.read_text(encoding="utf-8"), "--check writes nothing"
+
+
+def test_docs_benchmarks_md_holds_no_figure_the_reports_do_not(tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    # Outside its generated blocks the page is the generator's template, figure-free.
+    assert template_part(page) == template_part(render_document(tmp_path / "none"))
+    assert figures(template_part(page)) == []
+    # A block whose report is here is what that report gives now. (bench-results/ is not
+    # in the repository: a checkout without the reports checks the template alone.)
+    fresh = dict(generated_blocks(render_document(ROOT / "bench-results")))
+    for source, body in generated_blocks(page):
+        if (ROOT / source).is_file():
+            assert body == fresh.get(source), f"{source} changed: run python -m ops.bench.docs"
