@@ -12,7 +12,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ops.bench.docs import figures, generated_blocks, render_document, template_part
+from ops.bench.docs import (
+    README_BEGIN,
+    README_BLOCK,
+    README_END,
+    figures,
+    generated_blocks,
+    render_document,
+    render_readme,
+    template_part,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 MACHINE = {"nproc": 3, "cpu_model": "Fixture CPU", "mem_total_gb": 7.5, "python": "3.11.9",
@@ -166,3 +175,38 @@ def test_docs_benchmarks_md_holds_no_figure_the_reports_do_not(tmp_path: Path) -
     for source, body in generated_blocks(page):
         if (ROOT / source).is_file():
             assert body == fresh.get(source), f"{source} changed: run python -m ops.bench.docs"
+
+
+def test_readmes_figures_come_from_the_reports(tmp_path: Path) -> None:
+    results, readme = tmp_path / "results", tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{README_BEGIN}\nstale\n{README_END}\n\nrest\n", encoding="utf-8")
+    write_reports(results, 1.0)
+    done = run_docs("--results", str(results), "--out", str(tmp_path / "b.md"),
+                    "--readme", str(readme))
+    assert done.returncode == 0, done.stderr
+    text = readme.read_text(encoding="utf-8")
+    assert "| LoCoMo recall@10, hybrid | 0.598 | `memoryd eval locomo` |" in text
+    assert "| enqueue: POST /v1/interactions x37, p50 | 1.2 ms | `python -m ops.bench` |" in text
+    assert ("| worst hostile message: redaction + rules + keywords | 6.54 ms CPU | "
+            "`python -m ops.bench.hostile` |") in text
+    assert "| search p99 with 8 waits pending / idle | 1.048× |" in text
+    assert "| save under another tenant's backfill / idle (p50) | 1.67× |" in text
+    assert "stale" not in text and text.startswith("# x\n") and text.endswith("\n\nrest\n")
+    # Other reports, other figures; the rest of the README is left as it was.
+    write_reports(results, 2.0)
+    again = render_readme(text, results)
+    assert "| enqueue: POST /v1/interactions x37, p50 | 2.5 ms |" in again
+    assert "| 1.2 ms |" not in again
+    assert README_BLOCK.sub("", again) == README_BLOCK.sub("", text)
+
+
+def test_the_repositorys_readme_figures_are_the_reports(tmp_path: Path) -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert README_BLOCK.search(text), "README keeps its figures block"
+    # Outside the block README carries no figure the generator would own; inside, where the
+    # reports are here, it is what they give (bench-results/ is not in the repository).
+    if (ROOT / "bench-results").is_dir():
+        assert text == render_readme(text, ROOT / "bench-results"), (
+            "README's figures changed: run python -m ops.bench.docs")
+    empty = render_readme(text, tmp_path / "none")
+    assert figures(README_BLOCK.search(empty).group(0)) == []  # type: ignore[union-attr]
