@@ -79,7 +79,7 @@ def create_app(runtime: Runtime, keyring: KeyRing, *, server_mode: bool = False)
     app.mount("/ui", AdminPage(), name="ui")
     # Operations: /metrics, export and import (outermost middleware, so 413s are timed too).
     app.state.metrics = StackCollector(
-        runtime.redis, lambda: runtime.store.count_all(), [q.value for q in QueueName],
+        runtime.redis, lambda: runtime.index.view().store.count_all(), [q.value for q in QueueName],
         runtime.settings.metrics_count_ttl_s,
     )
     task_metrics.connect(lambda: runtime.redis)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import anyio.to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from shared.index.generations import GenerationalStore
+from shared.index.generations import IndexRouter
 from shared.runtime import Runtime
 
 
@@ -32,5 +32,5 @@ class PinIndexMiddleware:
             await self.app(scope, receive, send)
 
 
-def _check(index: GenerationalStore) -> None:
+def _check(index: IndexRouter) -> None:
     index.view()

@@ -13,9 +13,9 @@ from functools import cached_property
 import redis
 from celery import Celery
 
-from shared.embeddings import Embedder, make_embedder
+from shared.embeddings import make_embedder
 from shared.embeddings.e5.threads import limit_blas_threads
-from shared.index.generations import GenerationalStore
+from shared.index.generations import IndexRouter, View
 from shared.index.reindex import Reindexing
 from shared.index.write_fence import WriteFence
 from shared.jobs.celery_app import configure as configure_celery
@@ -30,7 +30,7 @@ from shared.platform.settings import Settings
 from shared.retrieval.access import AccessCounter
 from shared.retrieval.rerank import HttpReranker
 from shared.retrieval.scoring import Weights
-from shared.store import Store, make_store
+from shared.store import make_store
 
 
 class Runtime:
@@ -41,8 +41,8 @@ class Runtime:
         self._celery_app = celery
         failpoints.arm(settings)
         limit_blas_threads()  # every gateway and worker process builds one; idempotent
-        self._store_lock = threading.Lock()
-        self._store: GenerationalStore | None = None
+        self._index_lock = threading.Lock()
+        self._index: IndexRouter | None = None
 
     @cached_property
     def redis(self) -> redis.Redis:
@@ -56,15 +56,6 @@ class Runtime:
     @cached_property
     def jobs(self) -> JobStore:
         return JobStore(self.redis, self.settings.job_ttl_s)
-
-    @property
-    def embedder(self) -> Embedder:
-        """The active index generation's model (a re-embedding switches it)."""
-        return self.index.view().embedder
-
-    @property
-    def query_embedder(self) -> Embedder:
-        return self.index.view().query_embedder
 
     @cached_property
     def fence(self) -> WriteFence:
@@ -87,12 +78,12 @@ class Runtime:
     def read_path(self) -> ReadPath:
         """The read path of one request, on the index view active (or pinned) now."""
         view = self.index.view()
-        return ReadPath(self.store, view.query_embedder, view.embedder.name,
+        return ReadPath(view.store, view.query_embedder, view.embedder.name,
                         self.search_weights, self.settings, lambda: self.reranker)
 
-    def writer(self, embedder: Embedder) -> MemoryWriter:
-        """The writes of one task, embedded by the model of the index view it resolved."""
-        return MemoryWriter(self.store, embedder, self.redis, self.settings, self.erasure)
+    def writer(self, view: View) -> MemoryWriter:
+        """The writes of one task, on the index view it resolved (inside a write region)."""
+        return MemoryWriter(view, self.redis, self.settings, self.erasure)
 
     @cached_property
     def reranker(self) -> HttpReranker:
@@ -119,28 +110,25 @@ class Runtime:
         )
 
     @property
-    def store(self) -> Store:
-        return self.index
+    def index_if_open(self) -> IndexRouter | None:
+        return self._index
 
     @property
-    def index_if_open(self) -> GenerationalStore | None:
-        return self._store
-
-    @property
-    def index(self) -> GenerationalStore:
-        """The store, routed to the active generation's collection (shared/store/generations)."""
-        if self._store is None:
-            with self._store_lock:
-                if self._store is None:
-                    store = GenerationalStore(
+    def index(self) -> IndexRouter:
+        """The store's generations: each request and task resolves its view from here
+        (shared/index/generations.py)."""
+        if self._index is None:
+            with self._index_lock:
+                if self._index is None:
+                    index = IndexRouter(
                         make_store(self.settings),
                         lambda spec: make_embedder(spec, self.settings),
                         lambda: self.fence,
                         self.settings.query_cache_size,
                     )
-                    store.open(make_embedder(self.settings.embedder, self.settings))
-                    self._store = store
-        return self._store
+                    index.open(make_embedder(self.settings.embedder, self.settings))
+                    self._index = index
+        return self._index
 
     @cached_property
     def celery(self) -> Celery:
@@ -152,9 +140,9 @@ class Runtime:
     def close(self) -> None:
         if "access" in self.__dict__:
             self.access.close()  # before Redis closes: it pushes the last window's counts
-        if self._store is not None:
-            self._store.close()
-            self._store = None
+        if self._index is not None:
+            self._index.close()
+            self._index = None
         if "redis" in self.__dict__:
             self.redis.close()
         if "reranker" in self.__dict__:

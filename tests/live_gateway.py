@@ -13,21 +13,21 @@ from typing import Any
 import uvicorn
 
 from api.app import create_app
+from shared.index.generations import IndexRouter
 from shared.jobs.celery_app import create_app as create_celery_app
 from shared.platform.settings import Settings
 from shared.runtime import Runtime
-from shared.store import Store
 from shared.tenancy.auth import KeyRing, parse_api_keys, parse_operator_keys
 
 
 @contextmanager
-def gateway(settings: Settings, store: Store | None = None,
+def gateway(settings: Settings, index: IndexRouter | None = None,
             server_mode: bool = False) -> Iterator[str]:
-    """`store`: the session stack's, when requests may reach it (an Edge shard opens once
-    per process). `server_mode`: as `memoryd serve` builds it."""
+    """`index`: the session stack's, when requests may reach the store (an Edge shard opens
+    once per process). `server_mode`: as `memoryd serve` builds it."""
     assert settings.api_keys is not None
     runtime = Runtime(settings)
-    runtime._store = store
+    runtime._index = index
     operators = (parse_operator_keys(settings.operator_keys.get_secret_value())
                  if settings.operator_keys is not None else frozenset())
     keyring = KeyRing(parse_api_keys(settings.api_keys.get_secret_value()), operators)
@@ -49,7 +49,7 @@ def gateway(settings: Settings, store: Store | None = None,
     finally:
         server.should_exit = True
         thread.join(10)
-        runtime._store = None  # the stack's: it closes it
+        runtime._index = None  # the stack's: it closes it
         runtime.close()
         runtime.celery.close()
 

@@ -92,7 +92,7 @@ class EmbeddedStack:
             apply_appendfsync(self.redis.url, settings)
         self.runtime = Runtime(settings, celery=celery_app)
         set_runtime(self.runtime)
-        _ = self.runtime.store  # opens the shard and checks the embedding model now, not later
+        _ = self.runtime.index  # opens the shard and checks the embedding model now, not later
         keyring = KeyRing.from_settings(settings, embedded=True)
         # Before our worker consumes: what is unacked now belongs to a run that crashed.
         self._run = RunRecord(settings.data_dir)

@@ -161,7 +161,7 @@ class MemoryTask(Task[Any, dict[str, Any]]):
             # between their model calls, e5 runs narrow instead of spinning a wide team.
             parsed = parse_command(model, command)
             with rt.index.writing() as view, view.embedder.session():
-                result = action(rt.writer(view.embedder), parsed, job_id)
+                result = action(rt.writer(view), parsed, job_id)
             log.info("task_succeeded")
             return self._finished(job_id, result)
 

@@ -60,7 +60,7 @@ def forget(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
 def flush_access(self: MemoryTask) -> dict[str, Any]:
     rt = get_runtime()
     return access.flush_and_reschedule(
-        rt.redis, rt.store, rt.index.writing, rt.celery, rt.settings.search_access_flush_s
+        rt.redis, rt.index.writing, rt.celery, rt.settings.search_access_flush_s
     )
 
 
@@ -92,7 +92,7 @@ def import_records(self: MemoryTask, command: dict[str, Any]) -> dict[str, Any]:
 @app.task(name=TaskName.PURGE_EXPIRED.value, base=MemoryTask, bind=True, tracks_job=False)
 def purge_expired(self: MemoryTask) -> dict[str, Any]:
     rt = get_runtime()
-    return retention.purge_expired(rt.store, rt.redis, rt.settings, rt.erasure)
+    return retention.purge_expired(rt.index, rt.redis, rt.settings, rt.erasure)
 
 
 def _extract_llm(self: LLMTask, command: dict[str, Any]) -> dict[str, Any]:

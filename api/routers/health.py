@@ -24,7 +24,7 @@ def readyz(rt: RuntimeDep) -> JSONResponse:
     except Exception as exc:  # any failure means not ready; say which
         checks["redis"] = f"unreachable: {type(exc).__name__}"
     try:
-        rt.store.ping()
+        rt.index.ping()
         checks["store"] = "ok"
     except Exception as exc:
         checks["store"] = f"unreachable: {type(exc).__name__}"

@@ -122,7 +122,8 @@ def get_history(
 ) -> MemoryHistory:
     """Every version: event (ADD, UPDATE, DELETE, NOOP), before and after, job, actor, time.
     A deleted memory's events remain, without their content."""
-    return memory_history(rt.store, owner_of(tenant, user_id), memory_id)
+    view = rt.index.view()
+    return memory_history(view.store, view.audit, owner_of(tenant, user_id), memory_id)
 
 
 @router.patch("/{memory_id}", status_code=202, response_model=JobAccepted,

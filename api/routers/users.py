@@ -24,4 +24,4 @@ def get_users(
     prefix: Annotated[str | None, Query(max_length=128)] = None,
 ) -> UserPage:
     """Users with at least one memory, by id, with how many memories each has."""
-    return list_users(rt.store, tenant, limit, cursor, prefix)
+    return list_users(rt.index.view().store, tenant, limit, cursor, prefix)

@@ -108,8 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(rt: Runtime, args: argparse.Namespace, questions: Sequence[str],
         owners: Sequence[Owner]) -> int:
     for question in questions:
-        rt.query_embedder.embed_query(question)  # the cache answers from here on
-    vectors = [rt.query_embedder.embed_query(q).tolist() for q in questions]
+        rt.index.view().query_embedder.embed_query(question)  # the cache answers from here on
+    vectors = [rt.index.view().query_embedder.embed_query(q).tolist() for q in questions]
     requests = [SearchRequest(user_id=o.user_id, query=q, top_k=TOP_K)
                 for o, q in zip(owners, questions, strict=True)]
 
@@ -121,7 +121,7 @@ def run(rt: Runtime, args: argparse.Namespace, questions: Sequence[str],
         queries = [VectorQuery(DENSE, vectors[i]),
                    *([VectorQuery(SPARSE, keywords)] if keywords is not None else [])]
         conditions = reads.live_search_conditions(rt.read_path(), owners[i], requests[i])
-        return lambda: rt.store.search_candidates(owners[i], conditions, queries,
+        return lambda: rt.index.view().store.search_candidates(owners[i], conditions, queries,
                                                   rt.settings.search_depth)
 
     indices = range(len(questions))

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -31,9 +31,8 @@ from shared.index.write_fence import WriteFence
 from shared.platform.errors import TransientError
 from shared.platform.logs import get_logger
 from shared.records.models import AuditEvent, Owner
-from shared.store.base import PointData, Store, StoredPoint, VectorQuery
-from shared.store.conditions import AllOf, Condition
-from shared.store.scoring_table import RankedLists
+from shared.store.base import PointData, Store
+from shared.store.conditions import Condition
 
 log = get_logger("memoryd.store")
 
@@ -57,10 +56,59 @@ class StoreSwitched(TransientError):
     code = "store_switched"
 
 
+class AuditTrail(Protocol):
+    """Where every decision on a memory is recorded: the home store, for all generations."""
+
+    def append_audit(self, events: Sequence[AuditEvent]) -> None: ...
+    def erase_audit_content(self, owner: Owner, memory_ids: Sequence[str]) -> None: ...
+    def audit_of(self, owner: Owner, memory_id: str, limit: int = 1000) -> list[AuditEvent]: ...
+
+
+class FencedWrites:
+    """The mutations of one generation's store, each inside the fence's write region (the
+    caller holds it: `IndexRouter.writing`), with the ids it changes recorded for a copy in
+    progress. Every write of live memories goes through here; reads go to the store."""
+
+    def __init__(self, store: Store, dim: int, fence: Callable[[], WriteFence]) -> None:
+        self._store = store
+        self._dim = dim
+        self._fence = fence
+
+    def upsert(self, owner: Owner, points: Sequence[PointData]) -> None:
+        for point in points:
+            if point.dense is not None and len(point.dense) != self._dim:
+                # Embedded by a model this generation does not use.
+                raise StoreSwitched("the store switched embedders during this write; retry")
+        self._fence().touch(owner, [p.id for p in points])
+        self._store.upsert(owner, points)
+
+    def set_payload(self, owner: Owner, ids: Sequence[str], payload: dict[str, Any]) -> None:
+        self._fence().touch(owner, ids)
+        self._store.set_payload(owner, ids, payload)
+
+    def delete(self, owner: Owner, ids: Sequence[str]) -> None:
+        self._fence().touch(owner, ids)
+        self._store.delete(owner, ids)
+
+    def delete_where(self, owner: Owner, conditions: Sequence[Condition]) -> list[str]:
+        """Delete what matches, a batch at a time, and return the ids (to audit them)."""
+        deleted: list[str] = []
+        while True:
+            batch = [p.id for p in self._store.find(owner, conditions, 256)]
+            if not batch:
+                return deleted
+            self.delete(owner, batch)
+            deleted.extend(batch)
+
+
 @dataclass(frozen=True)
 class View:
+    """One generation, as a request or a task sees it from start to end."""
+
     generation: int
-    store: Store
+    store: Store  # its collection: reads
+    writes: FencedWrites  # its collection: writes, inside a write region
+    audit: AuditTrail  # the home store's trail
     embedder: Embedder
     query_embedder: Embedder
     record: IndexRecord
@@ -71,7 +119,10 @@ _pinned: contextvars.ContextVar[View | None] = contextvars.ContextVar(
 )
 
 
-class GenerationalStore(Store):
+class IndexRouter:
+    """The active generation's view of the store, switched by a re-embedding: it holds the
+    home store (metadata, the audit trail) and every physical collection opened."""
+
     def __init__(
         self,
         home: Store,
@@ -80,7 +131,6 @@ class GenerationalStore(Store):
         query_cache_size: int,
         check_every_s: float = 1.0,
     ) -> None:
-        super().__init__(home.collection)
         self.home = home
         self._make_embedder = make_embedder
         self._fence_factory = fence
@@ -95,7 +145,7 @@ class GenerationalStore(Store):
 
     def open(self, configured: Embedder) -> View:
         """Read the record (or start one from the configured embedder) and install it."""
-        self.home._create_if_missing(configured.dim)
+        self.home.create_if_missing(configured.dim)
         record = self.read_record()
         if record is None:
             self.home.ensure_schema(configured.name, configured.dim)
@@ -108,14 +158,14 @@ class GenerationalStore(Store):
         return self._install(record)
 
     def read_record(self) -> IndexRecord | None:
-        meta = self.home._read_meta()
+        meta = self.home.read_meta()
         if meta is None or "index" not in meta:
             return None
         return IndexRecord.model_validate(meta["index"])
 
     def commit(self, record: IndexRecord) -> View:
         """Make `record` the active generation: durable record first, then this process."""
-        self.home._write_meta({"embedding_model": record.embedder, "dim": record.dim,
+        self.home.write_meta({"embedding_model": record.embedder, "dim": record.dim,
                                "index": record.model_dump(mode="json")})
         self._point_alias(record.collection)
         return self._install(record)
@@ -127,7 +177,7 @@ class GenerationalStore(Store):
             if store is None:
                 store = self._physical[collection] = self.home.sibling(collection)
             if dim is not None:
-                store._create_if_missing(dim)
+                store.create_if_missing(dim)
             return store
 
     def discard(self, collection: str) -> None:
@@ -141,9 +191,12 @@ class GenerationalStore(Store):
     def _install(self, record: IndexRecord) -> View:
         with self._lock:
             embedder = self._make_embedder(record.embedder)
+            store = self.physical(record.collection, record.dim)
             view = View(
                 generation=record.generation,
-                store=self.physical(record.collection, record.dim),
+                store=store,
+                writes=FencedWrites(store, record.dim, self._fence_factory),
+                audit=self.home,
                 embedder=embedder,
                 query_embedder=CachedQueryEmbedder(embedder, self._cache_size),
                 record=record,
@@ -226,57 +279,7 @@ class GenerationalStore(Store):
             finally:
                 _pinned.reset(token)
 
-    @contextmanager
-    def _mutating(self, owner: Owner, ids: Sequence[str]) -> Iterator[Store]:
-        with self.writing() as view:
-            if ids:
-                self._fence_factory().touch(owner, ids)
-            yield view.store
-
-    # ---- public mutations: fenced, and recorded while a re-embedding copies -----------
-
-    def upsert(self, owner: Owner, points: Sequence[PointData]) -> None:
-        with self._mutating(owner, [p.id for p in points]) as store:
-            dim = self.view().record.dim
-            for point in points:
-                if point.dense is not None and len(point.dense) != dim:
-                    # Embedded before a switch this process has only now seen.
-                    raise StoreSwitched("the store switched embedders during this write; retry")
-            store.upsert(owner, points)
-
-    def set_payload(self, owner: Owner, ids: Sequence[str], payload: dict[str, Any]) -> None:
-        with self._mutating(owner, ids) as store:
-            store.set_payload(owner, ids, payload)
-
-    def delete(self, owner: Owner, ids: Sequence[str]) -> None:
-        with self._mutating(owner, ids) as store:
-            store.delete(owner, ids)
-
-    def delete_where(self, owner: Owner, conditions: Sequence[Condition]) -> list[str]:
-        deleted: list[str] = []
-        with self.writing():
-            while True:
-                batch = [p.id for p in self.find(owner, conditions, 256)]
-                if not batch:
-                    return deleted
-                self.delete(owner, batch)
-                deleted.extend(batch)
-
-    # ---- the audit trail stays with the home store ------------------------------------
-
-    def append_audit(self, events: Sequence[AuditEvent]) -> None:
-        self.home.append_audit(events)
-
-    def erase_audit_content(self, owner: Owner, memory_ids: Sequence[str]) -> None:
-        self.home.erase_audit_content(owner, memory_ids)
-
-    def audit_of(self, owner: Owner, memory_id: str, limit: int = 1000) -> list[AuditEvent]:
-        return self.home.audit_of(owner, memory_id, limit)
-
     # ---- lifecycle ------------------------------------------------------------------
-
-    def ensure_schema(self, embedding_model: str, dim: int) -> None:
-        """Opened through `open`; the record, not the caller, names the model."""
 
     def ping(self) -> None:
         self.view().store.ping()
@@ -292,66 +295,3 @@ class GenerationalStore(Store):
         with self._lock:
             stores = dict(self._physical)
         return {name: store.compact() for name, store in stores.items()}
-
-    def sibling(self, collection: str) -> Store:
-        return self.home.sibling(collection)
-
-    def drop(self) -> None:
-        raise TypeError("drop a generation with discard(collection)")
-
-    # ---- primitives: reads go to the view's collection ---------------------------------
-
-    def _create_if_missing(self, dim: int) -> None:
-        self.home._create_if_missing(dim)
-
-    def _read_meta(self) -> dict[str, Any] | None:
-        return self.home._read_meta()
-
-    def _write_meta(self, meta: dict[str, Any]) -> None:
-        self.home._write_meta(meta)
-
-    def _upsert(self, points: Sequence[PointData]) -> None:
-        self.view().store._upsert(points)
-
-    def _scroll(
-        self, cond: AllOf, limit: int, order_by: str | None, with_vectors: bool,
-        descending: bool = True,
-    ) -> tuple[list[StoredPoint], str | None]:
-        return self.view().store._scroll(cond, limit, order_by, with_vectors, descending)
-
-    def _search_batch(
-        self, cond: AllOf, queries: Sequence[VectorQuery], limit: int,
-        score_threshold: float | None, fields: Sequence[str] | None,
-    ) -> list[list[StoredPoint]]:
-        return self.view().store._search_batch(cond, queries, limit, score_threshold, fields)
-
-    def _search_candidates(
-        self, cond: AllOf, queries: Sequence[VectorQuery], limit: int
-    ) -> RankedLists:
-        return self.view().store._search_candidates(cond, queries, limit)
-
-    def _count(self, cond: AllOf) -> int:
-        return self.view().store._count(cond)
-
-    def _scan(
-        self, offset: str | None, limit: int, with_vectors: bool
-    ) -> tuple[list[StoredPoint], str | None]:
-        return self.view().store._scan(offset, limit, with_vectors)
-
-    def _facet(self, cond: AllOf, key: str, limit: int) -> list[tuple[str, int]]:
-        return self.view().store._facet(cond, key, limit)
-
-    def _set_payload(self, cond: AllOf, payload: dict[str, Any]) -> None:
-        self.view().store._set_payload(cond, payload)
-
-    def _delete(self, cond: AllOf) -> None:
-        self.view().store._delete(cond)
-
-    def _append_audit(self, events: Sequence[AuditEvent]) -> None:
-        self.home._append_audit(events)
-
-    def _redact_audit(self, cond: AllOf) -> None:
-        self.home._redact_audit(cond)
-
-    def _read_audit(self, cond: AllOf, limit: int) -> list[AuditEvent]:
-        return self.home._read_audit(cond, limit)

@@ -33,7 +33,7 @@ from redis.exceptions import RedisError
 
 from shared.embeddings import Embedder, make_embedder
 from shared.embeddings.factory import canonical_spec
-from shared.index.generations import GenerationalStore, IndexRecord, PhysicalIndex
+from shared.index.generations import IndexRecord, IndexRouter, PhysicalIndex
 from shared.index.write_fence import WriteFence, parse_member
 from shared.jobs.job_store import JobStore
 from shared.jobs.names import TaskName
@@ -86,7 +86,7 @@ class Reindexing:
     """What a re-embedding uses: the index and its write fence, the job store for progress,
     Redis for the re-embedding lock, Celery for the next step, and the settings."""
 
-    index: GenerationalStore
+    index: IndexRouter
     fence: WriteFence
     jobs: JobStore
     redis: redis.Redis

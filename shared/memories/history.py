@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from shared.index.generations import AuditTrail
 from shared.memories.conflicts import version_chain
 from shared.platform.errors import NotFound
 from shared.records.models import Owner
@@ -11,14 +12,14 @@ from shared.records.schemas import HistoryEvent, MemoryHistory
 from shared.store import Store
 
 
-def memory_history(store: Store, owner: Owner, memory_id: str) -> MemoryHistory:
+def memory_history(store: Store, audit: AuditTrail, owner: Owner, memory_id: str) -> MemoryHistory:
     try:
         uuid.UUID(memory_id)
     except ValueError:
         raise NotFound(f"no memory {memory_id}", field="memory_id") from None
     # A deleted memory has no point left, only its trail (without content).
     versions = version_chain(store, owner, memory_id) or [memory_id]
-    events = [e for mid in versions for e in store.audit_of(owner, mid)]
+    events = [e for mid in versions for e in audit.audit_of(owner, mid)]
     if not events:
         raise NotFound(f"no memory {memory_id}", field="memory_id")
     events.sort(key=lambda e: e.at)

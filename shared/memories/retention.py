@@ -16,12 +16,12 @@ from typing import Any
 
 from redis import Redis
 
+from shared.index.generations import IndexRouter
 from shared.memories.erasure import Erasure, after_forget
 from shared.memories.locks import user_lock
 from shared.platform.logs import get_logger
 from shared.platform.settings import Settings, parse_tenant_days
 from shared.records.models import AuditEvent, AuditKind, Owner, utcnow
-from shared.store import Store
 from shared.store.conditions import AllOf, AnyOf, Between, Condition, IdIn, Match, NoneOf
 
 log = get_logger("memoryd.retention")
@@ -66,14 +66,18 @@ def expired_selectors(settings: Settings, now: datetime) -> list[Condition]:
 
 
 def purge_expired(
-    store: Store, redis: Redis, settings: Settings, erasure: Erasure, now: datetime | None = None
+    index: IndexRouter,
+    redis: Redis,
+    settings: Settings,
+    erasure: Erasure,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """Delete every expired memory of every tenant; returns how many, per tenant."""
     now = now or utcnow()
     deleted: dict[str, int] = defaultdict(int)
     for selector in expired_selectors(settings, now):
         while True:
-            batch = store.find_across_owners([selector], _BATCH)
+            batch = index.view().store.find_across_owners([selector], _BATCH)
             if not batch:
                 break
             by_owner: dict[Owner, list[str]] = defaultdict(list)
@@ -83,7 +87,7 @@ def purge_expired(
                 by_owner[owner].append(point.id)
             progress = 0
             for owner, ids in by_owner.items():
-                done = _purge_owner(store, redis, settings, owner, ids, selector)
+                done = _purge_owner(index, redis, settings, owner, ids, selector)
                 deleted[owner.tenant_id] += done
                 progress += done
             if not progress:
@@ -96,7 +100,7 @@ def purge_expired(
 
 
 def _purge_owner(
-    store: Store,
+    index: IndexRouter,
     redis: Redis,
     settings: Settings,
     owner: Owner,
@@ -105,13 +109,14 @@ def _purge_owner(
 ) -> int:
     # Under the user's lock, and re-checked, so a memory updated meanwhile (a new
     # expires_at) is not deleted on a stale read.
-    with user_lock(redis, owner, settings.user_lock_timeout_s, settings.user_lock_wait_s):
-        still = [p.id for p in store.find(owner, [IdIn(tuple(ids)), selector], len(ids))]
+    with (user_lock(redis, owner, settings.user_lock_timeout_s, settings.user_lock_wait_s),
+          index.writing() as view):
+        still = [p.id for p in view.store.find(owner, [IdIn(tuple(ids)), selector], len(ids))]
         if not still:
             return 0
-        store.delete(owner, still)
-        store.erase_audit_content(owner, still)
-        store.append_audit([
+        view.writes.delete(owner, still)
+        view.audit.erase_audit_content(owner, still)
+        view.audit.append_audit([
             AuditEvent(memory_id=i, tenant_id=owner.tenant_id, user_id=owner.user_id,
                        event=AuditKind.DELETE, actor="retention")
             for i in still

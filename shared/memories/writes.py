@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 from redis import Redis
 
-from shared.embeddings import Embedder
 from shared.extraction.interaction import candidates_for
 from shared.extraction.redaction import redact
+from shared.index.generations import View
 from shared.jobs.forgetting import ForgetSpan, record_forget, refuse_forgotten, scrub_jobs
 from shared.memories.erasure import Erasure, after_forget
 from shared.memories.locks import user_lock
@@ -50,7 +50,7 @@ from shared.records.models import (
 )
 from shared.records.schemas import MemoryView, SaveResult
 from shared.retrieval.keywords import keyword_vector
-from shared.store import PointData, Store
+from shared.store import PointData
 from shared.store.conditions import Between, Condition, Match
 
 
@@ -96,19 +96,15 @@ def range_conditions(scope: Scope, project: str | None) -> list[Condition]:
 
 
 class MemoryWriter:
-    """Every write of one task: into `store`, embedded by `embedder` (the index view the task
-    resolved), under the user's lock in `redis`, forgets followed by `erasure`."""
+    """Every write of one task, on the index view it resolved inside a write region: read
+    from its store, written through its fenced writes, embedded by its model, audited in its
+    trail; under the user's lock in `redis`, forgets followed by `erasure`."""
 
-    def __init__(
-        self,
-        store: Store,
-        embedder: Embedder,
-        redis: Redis,
-        settings: Settings,
-        erasure: Erasure,
-    ) -> None:
-        self.store = store
-        self.embedder = embedder
+    def __init__(self, view: View, redis: Redis, settings: Settings, erasure: Erasure) -> None:
+        self.store = view.store
+        self.writes = view.writes
+        self.audit = view.audit
+        self.embedder = view.embedder
         self.redis = redis
         self.settings = settings
         self.erasure = erasure
@@ -152,7 +148,7 @@ class MemoryWriter:
             if after.content != before.content or dense is None:
                 dense = self.embed([after.content])[0].tolist()
             sparse = keyword_vector(after.content)
-            self.store.upsert(owner, [PointData(after.id, after.to_payload(), dense, sparse)])
+            self.writes.upsert(owner, [PointData(after.id, after.to_payload(), dense, sparse)])
             self._audit(owner, after.id, AuditKind.UPDATE, before.content, after.content, job_id)
         return {"outcome": "updated", "memory": MemoryView.of(after).model_dump(mode="json")}
 
@@ -174,8 +170,8 @@ class MemoryWriter:
                             for p in self.store.get(owner, ids)]
                 span = ForgetSpan(ids=ids)
                 record_forget(self.redis, owner, span)
-                self.store.delete(owner, ids)
-                self.store.erase_audit_content(owner, ids)
+                self.writes.delete(owner, ids)
+                self.audit.erase_audit_content(owner, ids)
                 for mid in ids:
                     self._audit(owner, mid, AuditKind.DELETE, None, None, job_id, actor)
         if ids:
@@ -194,9 +190,9 @@ class MemoryWriter:
             # First the epoch: a job accepted before now that waits for this lock then
             # finds the forget and writes nothing it covers (shared/jobs/forgetting.py).
             record_forget(self.redis, owner, span)
-            ids = self.store.delete_where(owner, conds)
-            self.store.erase_audit_content(owner, ids)
-            self.store.append_audit([
+            ids = self.writes.delete_where(owner, conds)
+            self.audit.erase_audit_content(owner, ids)
+            self.audit.append_audit([
                 AuditEvent(memory_id=i, tenant_id=owner.tenant_id, user_id=owner.user_id,
                            event=AuditKind.DELETE, job_id=job_id, actor="forget")
                 for i in ids
@@ -244,9 +240,9 @@ class MemoryWriter:
                 embedding_model=self.embedder.name, job_id=job_id, metadata=c.metadata,
                 supersedes=old.id,
             )
-            self.store.upsert(owner, [PointData(record.id, record.to_payload(), vector.tolist(),
+            self.writes.upsert(owner, [PointData(record.id, record.to_payload(), vector.tolist(),
                                                 keyword_vector(record.content))])
-            self.store.set_payload(owner, [old.id], old.payload_changes(superseded_by=record.id))
+            self.writes.set_payload(owner, [old.id], old.payload_changes(superseded_by=record.id))
             self._audit(owner, record.id, AuditKind.UPDATE, old.content, record.content, job_id,
                         actor)
         return {"outcome": "updated", "memory_id": record.id, "supersedes": old.id,
@@ -262,7 +258,7 @@ class MemoryWriter:
     def _refresh_locked(
         self, owner: Owner, target: MemoryRecord, job_id: str, actor: str | None
     ) -> dict[str, Any]:
-        self.store.set_payload(owner, [target.id], target.payload_changes(updated_at=utcnow()))
+        self.writes.set_payload(owner, [target.id], target.payload_changes(updated_at=utcnow()))
         self._audit(owner, target.id, AuditKind.NOOP, target.content, target.content, job_id,
                     actor)
         return {"outcome": "noop", "memory_id": target.id, "content": target.content}
@@ -274,9 +270,9 @@ class MemoryWriter:
             if not found:
                 return
             current = MemoryRecord.from_payload(found[0].id, found[0].payload)
-            self.store.set_payload(owner, [old.id], current.payload_changes(
+            self.writes.set_payload(owner, [old.id], current.payload_changes(
                 conflicts_with=[*current.conflicts_with, new.id]))
-            self.store.set_payload(owner, [new.id], new.payload_changes(
+            self.writes.set_payload(owner, [new.id], new.payload_changes(
                 conflicts_with=[*new.conflicts_with, old.id]))
 
     # ---- the shared write decision --------------------------------------------
@@ -379,7 +375,7 @@ class MemoryWriter:
             enabled=c.enabled,
             expires_at=c.expires_at,
         )
-        store.upsert(owner, [PointData(
+        self.writes.upsert(owner, [PointData(
             record.id, record.to_payload(), vector.tolist(), keyword_vector(record.content)
         )])
         if previous is not None:
@@ -394,7 +390,7 @@ class MemoryWriter:
     ) -> WriteResult:
         """A redelivered job finds its own point: report it as its outcome, and write the
         audit event if the first run died between the point and its audit (a SIGKILL)."""
-        events = self.store.audit_of(owner, record.id)
+        events = self.audit.audit_of(owner, record.id)
         written = (AuditKind.ADD, AuditKind.UPDATE)
         if not any(e.job_id == job_id and e.event in written for e in events):
             kind = AuditKind.ADD if outcome is SaveOutcome.ADDED else AuditKind.UPDATE
@@ -452,7 +448,7 @@ class MemoryWriter:
         job_id: str,
         actor: str | None = None,
     ) -> None:
-        self.store.append_audit([AuditEvent(
+        self.audit.append_audit([AuditEvent(
             memory_id=mid, tenant_id=owner.tenant_id, user_id=owner.user_id, event=event,
             before=before, after=after, job_id=job_id, **({"actor": actor} if actor else {}),
         )])

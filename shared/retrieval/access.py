@@ -13,6 +13,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 import redis
 from celery import Celery
@@ -53,8 +54,22 @@ def record(
     return bool(pipe.execute()[-1])
 
 
+class PayloadWrites(Protocol):
+    def set_payload(self, owner: Owner, ids: Sequence[str], payload: dict[str, Any]) -> None: ...
+
+
+class WriteView(Protocol):
+    """What a write region yields (`shared.index.generations.View`): the generation's store
+    to read and its fenced writes."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def writes(self) -> PayloadWrites: ...
+
+
 def flush(
-    client: redis.Redis, store: Store, writing: Callable[[], AbstractContextManager[object]]
+    client: redis.Redis, writing: Callable[[], AbstractContextManager[WriteView]]
 ) -> dict[str, int]:
     """Apply every pending count to the store; returns what it touched.
 
@@ -64,7 +79,7 @@ def flush(
     drain = client.register_script(_DRAIN)
     users = touched = 0
     now = utcnow().isoformat()
-    with writing():
+    with writing() as view:
         while (member := client.spop(_DIRTY)) is not None:
             raw = member.decode() if isinstance(member, bytes) else str(member)
             tenant, _, user = raw.partition(_SEP)
@@ -76,12 +91,12 @@ def flush(
             }
             users += 1
             by_total: dict[int, list[str]] = {}
-            for point in store.get(owner, list(counts)):
+            for point in view.store.get(owner, list(counts)):
                 total = int(point.payload.get("access_count") or 0) + counts[point.id]
                 by_total.setdefault(total, []).append(point.id)
             for total, ids in by_total.items():
-                store.set_payload(owner, ids, {"access_count": total,
-                                               "last_accessed_at": now})
+                view.writes.set_payload(owner, ids, {"access_count": total,
+                                                     "last_accessed_at": now})
                 touched += len(ids)
     return {"users": users, "touched": touched}
 
@@ -160,12 +175,11 @@ class AccessCounter:
 
 def flush_and_reschedule(
     client: redis.Redis,
-    store: Store,
-    writing: Callable[[], AbstractContextManager[object]],
+    writing: Callable[[], AbstractContextManager[WriteView]],
     celery: Celery,
     window_s: float,
 ) -> dict[str, int]:
-    done = flush(client, store, writing)
+    done = flush(client, writing)
     if pending(client):
         schedule_flush(celery, window_s)
     return done

@@ -254,6 +254,17 @@ class Store(ABC):
 
     # ---- lifecycle ------------------------------------------------------------
 
+    def create_if_missing(self, dim: int) -> None:
+        """Create the collection (and its indexes) for vectors of `dim`, if it is not there."""
+        self._create_if_missing(dim)
+
+    def read_meta(self) -> dict[str, Any] | None:
+        """The collection's metadata document (the embedder, the index record), if any."""
+        return self._read_meta()
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        self._write_meta(meta)
+
     def ensure_schema(self, embedding_model: str, dim: int) -> None:
         """Create what is missing; refuse a store built with another model."""
         self._create_if_missing(dim)

@@ -17,7 +17,7 @@ LIMIT = 4096
 
 @pytest.fixture(scope="module")
 def small(stack: Any) -> Iterator[httpx.Client]:
-    with gateway(settings_with(stack, max_body_bytes=LIMIT), stack.runtime.store) as url, \
+    with gateway(settings_with(stack, max_body_bytes=LIMIT), stack.runtime.index) as url, \
             httpx.Client(base_url=url, headers={"Authorization": f"Bearer {KEY_A}"},
                          timeout=30) as client:
         yield client

@@ -17,7 +17,7 @@ LOW = {"max_body_bytes": 2048, "max_messages": 2, "max_message_bytes": 32,
 
 @pytest.fixture(scope="module")
 def low(stack: Any) -> Iterator[httpx.Client]:
-    with gateway(settings_with(stack, **LOW), stack.runtime.store) as url, httpx.Client(
+    with gateway(settings_with(stack, **LOW), stack.runtime.index) as url, httpx.Client(
         base_url=url, headers={"Authorization": f"Bearer {KEY_A}"}, timeout=30
     ) as client:
         yield client
@@ -73,7 +73,7 @@ def test_each_limit_is_a_setting(
         assert field in error["message"]
     # Refused before anything was enqueued or stored.
     assert stack.runtime.redis.llen("memory") <= queued_before
-    assert stack.runtime.store.count(owner(user)) == 0
+    assert stack.runtime.index.view().store.count(owner(user)) == 0
 
 
 def owner(user: str) -> Any:

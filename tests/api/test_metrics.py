@@ -77,12 +77,15 @@ def test_stored_memories_are_sampled_and_cached(api: httpx.Client, user: str, st
     save(api, user, "The user's favourite colour is teal")
     rt = stack.runtime
     queues = [q.value for q in QueueName]
-    cached = StackCollector(rt.redis, lambda: rt.store.count_all(), queues, count_ttl_s=3600)
+    def count() -> int:
+        return rt.index.view().store.count_all()
+
+    cached = StackCollector(rt.redis, count, queues, count_ttl_s=3600)
     first = sample(cached.render().decode(), "memoryd_memories_stored")
     assert first >= 1
     save(api, user, "The user collects vintage fountain pens")
     assert sample(cached.render().decode(), "memoryd_memories_stored") == first
-    fresh = StackCollector(rt.redis, lambda: rt.store.count_all(), queues, count_ttl_s=0)
+    fresh = StackCollector(rt.redis, count, queues, count_ttl_s=0)
     assert sample(fresh.render().decode(), "memoryd_memories_stored") >= first + 1
 
 
@@ -144,7 +147,7 @@ def test_a_non_ascii_token_is_a_mismatch_not_an_error() -> None:
 
 
 def test_server_mode_metrics_need_a_token_unless_opened(stack: Any) -> None:
-    store = stack.runtime.store
+    store = stack.runtime.index
     with gateway(settings_with(stack), store, server_mode=True) as base:
         closed = httpx.get(f"{base}/metrics", timeout=30)
         assert closed.status_code == 401, closed.text
@@ -172,7 +175,7 @@ def test_non_ascii_bearer_is_401_on_every_route(stack: Any) -> None:
         [(b"Authorization", "Bearer 密钥".encode())],
     ]
     settings = settings_with(stack, metrics_token=SecretStr("scrape-token-7f3a"))
-    with gateway(settings, stack.runtime.store, server_mode=True) as base:
+    with gateway(settings, stack.runtime.index, server_mode=True) as base:
         routes = sorted(app_routes(stack) - PUBLIC)
         assert ("GET", "/metrics") in routes and ("POST", "/v1/admin/reindex") in routes
         with httpx.Client(base_url=base, timeout=30) as c:

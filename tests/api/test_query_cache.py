@@ -14,7 +14,7 @@ from shared.embeddings import CachedQueryEmbedder
 def test_a_query_is_cached_for_its_tenant_only(
     stack: Any, api: httpx.Client, api_b: httpx.Client, user: str
 ) -> None:
-    cache = stack.runtime.query_embedder
+    cache = stack.runtime.index.view().query_embedder
     assert isinstance(cache, CachedQueryEmbedder)
     query = f"where did I leave the {uuid.uuid4().hex} key?"
     search(api, user, query)
@@ -26,7 +26,7 @@ def test_a_query_is_cached_for_its_tenant_only(
 
 
 def test_the_same_text_in_two_scopes_is_two_entries(stack: Any) -> None:
-    cache = CachedQueryEmbedder(stack.runtime.query_embedder.inner, size=4)
+    cache = CachedQueryEmbedder(stack.runtime.index.view().query_embedder.inner, size=4)
     one = cache.embed_query_for("t1", "favourite colour")
     assert cache.cached("t1", "favourite colour") and not cache.cached("t2", "favourite colour")
     two = cache.embed_query_for("t2", "favourite colour")

@@ -87,7 +87,7 @@ def test_zero_rate_means_no_limit(stack: Any) -> None:
 
 def test_gateway_answers_429_with_retry_after(stack: Any, user: str) -> None:
     settings = settings_with(stack, rate_limit_per_s=0.2, rate_limit_burst=2)
-    with gateway(settings, stack.runtime.store) as url:
+    with gateway(settings, stack.runtime.index) as url:
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {KEY_A}"}) as a:
             codes = [a.get("/v1/jobs/none").status_code for _ in range(2)]
             assert codes == [404, 404]

@@ -25,7 +25,8 @@ from shared.tenancy.api_keys import ApiKeyStore, KeyScope
 
 def in_store(stack: Any, ids: list[str]) -> set[str]:
     """Ids present in the store, whatever their owner."""
-    return {p.id for p in stack.runtime.store.find_across_owners([IdIn(tuple(ids))], len(ids))}
+    store = stack.runtime.index.view().store
+    return {p.id for p in store.find_across_owners([IdIn(tuple(ids))], len(ids))}
 
 
 def no_content_left(stack: Any, owner: Owner, mid: str, actor: str) -> None:
@@ -33,7 +34,7 @@ def no_content_left(stack: Any, owner: Owner, mid: str, actor: str) -> None:
     # saw the points go may look before the audit is there.
     deadline = time.monotonic() + 10
     while True:
-        events = stack.runtime.store.audit_of(owner, mid)
+        events = stack.runtime.index.view().audit.audit_of(owner, mid)
         deletes = [e for e in events if e.event == "DELETE"]
         if deletes or time.monotonic() > deadline:
             break
@@ -109,10 +110,11 @@ def old_memory(stack: Any, owner: Owner, content: str, age_days: float) -> str:
     record = MemoryRecord(id=mid, tenant_id=owner.tenant_id, user_id=owner.user_id,
                           content=content, content_hash=content_hash(content), occurred_at=at,
                           created_at=at, updated_at=at,
-                          embedding_model=stack.runtime.embedder.name)
-    vector = stack.runtime.embedder.embed_documents([content])[0].tolist()
-    stack.runtime.store.upsert(owner, [PointData(mid, record.to_payload(), vector,
-                                                 keyword_vector(content))])
+                          embedding_model=stack.runtime.index.view().embedder.name)
+    vector = stack.runtime.index.view().embedder.embed_documents([content])[0].tolist()
+    with stack.runtime.index.writing() as view:
+        view.writes.upsert(owner, [PointData(mid, record.to_payload(), vector,
+                                             keyword_vector(content))])
     return mid
 
 
@@ -172,7 +174,7 @@ def test_forgetting_removes_points_for_real(stack: Any, api: httpx.Client, user:
                        *((o, "forget") for o in old)]:
         no_content_left(stack, owner, mid, actor)
     # The survivor keeps its history with content.
-    assert any(e.after for e in stack.runtime.store.audit_of(owner, recent))
+    assert any(e.after for e in stack.runtime.index.view().audit.audit_of(owner, recent))
 
 
 def test_embedded_timer_purges(stack: Any, api: httpx.Client, user: str) -> None:

@@ -123,7 +123,8 @@ def test_the_route_list_is_complete(stack: Any) -> None:
 
 def snapshot(stack: Any, v: Victim) -> str:
     """Everything of A's user, read from the store and Redis directly, as canonical JSON."""
-    store, r = stack.runtime.store, stack.runtime.redis
+    view, r = stack.runtime.index.view(), stack.runtime.redis
+    store = view.store
     owner = Owner(tenant_id="tenant-a", user_id=v.user)
     points = store.find_across_owners([Match("tenant_id", "tenant-a"),
                                        Match("user_id", v.user)], 1000)
@@ -132,7 +133,8 @@ def snapshot(stack: Any, v: Victim) -> str:
             for j in (v.job_id, v.failed_id)}
     return json.dumps({
         "points": [(p.id, p.payload, p.dense) for p in full],
-        "audit": [e.model_dump(mode="json") for p in full for e in store.audit_of(owner, p.id)],
+        "audit": [e.model_dump(mode="json")
+                  for p in full for e in view.audit.audit_of(owner, p.id)],
         "jobs": jobs,
         "failed": r.zscore("memoryd:jobs:failed:tenant-a", v.failed_id),
     }, sort_keys=True, ensure_ascii=False)

@@ -72,7 +72,7 @@ def test_waits_beyond_the_thread_pool_leave_search_answering(stack: Any) -> None
             assert {r.status_code for r in answers} == {200}
             assert all(r.json() == {"forgotten": 0} for r in answers)
 
-    with gateway(settings, stack.runtime.store) as url:
+    with gateway(settings, stack.runtime.index) as url:
         asyncio.run(scenario(url))
     client.flushdb()
     client.close()
@@ -105,7 +105,7 @@ def test_waits_past_the_key_cap_answer_202_at_once(stack: Any) -> None:
             answers = await asyncio.wait_for(asyncio.gather(*held, other), 20)
             assert [r.status_code for r in answers] == [200, 200, 200]
 
-    with gateway(settings, stack.runtime.store) as url:
+    with gateway(settings, stack.runtime.index) as url:
         asyncio.run(scenario(url))
     client.flushdb()
     client.close()
