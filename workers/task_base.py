@@ -31,9 +31,9 @@ C = TypeVar("C", bound=Command)
 log = get_logger("memoryd.task")
 _settings = get_settings()
 
-# Job results between a task's return and its `on_success`, by job id (a second delivery of
-# a job running at the same time shares its entry: see `on_success`).
-_RESULTS: dict[str, dict[str, Any]] = {}
+# The attribute of a task run's request (Celery's per-run context, still current in
+# `on_success`) that carries the job's whole result from the task body to the job store.
+_RESULT = "memoryd_result"
 
 TRANSIENT = (TransientError, RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError)
 
@@ -125,16 +125,14 @@ class MemoryTask(Task[Any, dict[str, Any]]):
             get_runtime().jobs.mark_retrying(task_id, error_body(exc))
 
     def on_success(self, retval: Any, task_id: str, args: Any, kwargs: Any) -> None:
-        # None: another delivery of the same job, run at the same time in this process,
-        # already recorded it (the writes are idempotent; the job succeeded once).
-        result = _RESULTS.pop(task_id, None)
+        # None: the run tracks no job (maintenance tasks).
+        result = getattr(self.request, _RESULT, None)
         if self.tracks_job and result is not None and not time_limits.abandoned():
             get_runtime().jobs.mark_succeeded(task_id, result)
 
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
     ) -> None:
-        _RESULTS.pop(task_id, None)
         if time_limits.abandoned():  # already failed for its hard limit (thread pool)
             return
         over = time_limits.as_time_limit(exc)
@@ -192,7 +190,7 @@ class MemoryTask(Task[Any, dict[str, Any]]):
         right before the ack), and Celery gets only its ids and sizes: its return value goes
         into task events, so Flower (shared/jobs/shown.py)."""
         if self.tracks_job:
-            _RESULTS[job_id] = result
+            setattr(self.request, _RESULT, result)
         return shown(result)
 
     @contextmanager

@@ -7,9 +7,10 @@ import binascii
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 
@@ -101,10 +102,16 @@ class Scored:
 
 
 def with_next_turns(
-    rp: ReadPath, owner: Owner, req: SearchRequest, scored: list[Scored], as_of: datetime
+    rp: ReadPath,
+    owner: Owner,
+    conditions: Sequence[Condition],
+    scored: list[Scored],
+    as_of: datetime,
+    payloads: dict[str, dict[str, Any]],
 ) -> list[Scored]:
     """The turn after each of the best hits, placed right after it: the answer to a
-    question often follows the turn that matches it (measured: docs/retrieval.md)."""
+    question often follows the turn that matches it (measured: docs/retrieval.md). The
+    next turns' payloads go into `payloads`, so the page does not read them again."""
     top = [s for s in scored[: rp.weights.context_hits] if s.place is not None]
     if not top:
         return scored
@@ -112,8 +119,8 @@ def with_next_turns(
         AllOf((Match("thread_id", thread), Match("thread_seq", seq + 1)))
         for thread, seq in (s.place for s in top if s.place is not None)
     ))
-    found = rp.store.find(owner, [*live_search_conditions(rp, owner, req), wanted],
-                          limit=len(top))
+    found = rp.store.find(owner, [*conditions, wanted], limit=len(top))
+    payloads.update((p.id, p.payload) for p in found)
     after = {(p.payload.get("thread_id"), p.payload.get("thread_seq")): p for p in found}
     top_ids = {s.id for s in top}
     out: list[Scored] = []
@@ -134,13 +141,21 @@ def with_next_turns(
     return out
 
 
-def reranked(rp: ReadPath, owner: Owner, req: SearchRequest, scored: list[Scored]) -> list[Scored]:
+def reranked(
+    rp: ReadPath,
+    owner: Owner,
+    req: SearchRequest,
+    scored: list[Scored],
+    payloads: dict[str, dict[str, Any]],
+) -> list[Scored]:
     """The best candidates reordered by the reranker, whose score replaces their relevance
     (the recency, importance and access boosts still apply). Candidates below the reranked
-    head are dropped: their fused scores are not comparable with the reranked ones."""
+    head are dropped: their fused scores are not comparable with the reranked ones. The
+    head's payloads go into `payloads`."""
     head = scored[: max(rp.settings.rerank_depth, req.top_k)]
-    texts = {p.id: str(p.payload.get("content", ""))
-             for p in rp.store.get(owner, [s.id for s in head])}
+    found = rp.store.get(owner, [s.id for s in head])
+    payloads.update((p.id, p.payload) for p in found)
+    texts = {p.id: str(p.payload.get("content", "")) for p in found}
     head = [s for s in head if s.id in texts]
     scores = rp.reranker().scores(req.query, [texts[s.id] for s in head])
     for item, score in zip(head, scores, strict=True):
@@ -204,8 +219,8 @@ def _search(rp: ReadPath, owner: Owner, req: SearchRequest) -> SearchResponse:
     # Fusion, neighbours and rescoring reorder, so each list goes deeper than the page:
     # LoCoMo recall@10 is 0.589 → 0.602 from depth 40 to 100 (docs/retrieval.md).
     depth = list_depth(rp.settings.search_depth, req.top_k)
-    lists = rp.store.search_candidates(owner, live_search_conditions(rp, owner, req), queries,
-                                       depth)
+    conditions = live_search_conditions(rp, owner, req)  # built once, used by every read
+    lists = rp.store.search_candidates(owner, conditions, queries, depth)
     as_of = req.as_of or utcnow()
     candidates = scoring.Candidates.of(
         lists, 0 if req.mode is not SearchMode.KEYWORD else None,
@@ -222,15 +237,18 @@ def _search(rp: ReadPath, owner: Owner, req: SearchRequest) -> SearchResponse:
     head = max(rp.settings.rerank_depth, req.top_k) if req.rerank else req.top_k
     scored = best_candidates(candidates, final, rels, parts, head,
                              None if req.rerank else req.min_score)
+    # Full payloads read so far (rerank texts, next turns): each point is read once.
+    payloads: dict[str, dict[str, Any]] = {}
     if req.rerank:
-        scored = reranked(rp, owner, req, scored)
+        scored = reranked(rp, owner, req, scored, payloads)
         if req.min_score is not None:
             scored = [s for s in scored if s.final >= req.min_score]
     if req.mode is SearchMode.HYBRID and weights.context_hits:
-        scored = with_next_turns(rp, owner, req, scored, as_of)
+        scored = with_next_turns(rp, owner, conditions, scored, as_of, payloads)
     page = scored[: req.top_k]
-    # Candidates carry only what scoring reads; the page gets its full records in one call.
-    full = {p.id: p.payload for p in rp.store.get(owner, [s.id for s in page])}
+    # Candidates carry only what scoring reads; the rest of the page's records in one call.
+    missing = [s.id for s in page if s.id not in payloads]
+    full = {**payloads, **{p.id: p.payload for p in rp.store.get(owner, missing)}}
     hits = [
         SearchHit(
             memory=MemoryView.of(MemoryRecord.from_payload(s.id, full[s.id])),
