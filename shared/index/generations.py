@@ -75,6 +75,8 @@ class FencedWrites:
         self._fence = fence
 
     def upsert(self, owner: Owner, points: Sequence[PointData]) -> None:
+        if not points:
+            return
         for point in points:
             if point.dense is not None and len(point.dense) != self._dim:
                 # Embedded by a model this generation does not use.

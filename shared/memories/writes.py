@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -295,6 +295,7 @@ class MemoryWriter:
         if vectors is None:
             vectors = self.embed([c.content for c in candidates])
         results = []
+        pending = _Pending()
         with self.locked(owner):
             refuse_forgotten(self.redis, owner, scope.value, project, candidates, job_id)
             next_seq = self._next_thread_seq(owner, {c.thread_id for c in candidates})
@@ -302,12 +303,16 @@ class MemoryWriter:
                 result = self._write_one(
                     owner, scope, project, candidate, vector, job_id,
                     next_seq.get(candidate.thread_id) if candidate.thread_id else None,
+                    pending,
                 )
                 if candidate.thread_id and result.memory.thread_seq == next_seq.get(
                     candidate.thread_id
                 ):
                     next_seq[candidate.thread_id] += 1
                 results.append(result)
+            # One upsert and one audit append for the whole job, still under the lock.
+            self.writes.upsert(owner, pending.points)
+            self.audit.append_audit(pending.events)
         return results
 
     def _next_thread_seq(self, owner: Owner, threads: set[str | None]) -> dict[str | None, int]:
@@ -331,38 +336,39 @@ class MemoryWriter:
         vector: np.ndarray,
         job_id: str,
         thread_seq: int | None,
+        pending: _Pending,
     ) -> WriteResult:
-        store = self.store
         chash = content_hash(c.content)
         now = utcnow()
         previous: MemoryRecord | None = None
         if c.key is not None:
             point_id = keyed_memory_id(owner.tenant_id, owner.user_id, scope.value, project, c.key)
-            found = store.get(owner, [point_id])
-            if found:
-                previous = MemoryRecord.from_payload(found[0].id, found[0].payload)
+            previous = self._stored(owner, point_id, pending)
+            if previous is not None:
                 if previous.job_id == job_id:
-                    return self._own_earlier_write(owner, SaveOutcome.UPDATED, previous, job_id)
+                    return self._own_earlier_write(owner, SaveOutcome.UPDATED, previous, job_id,
+                                                   pending)
                 if previous.content_hash == chash:
-                    return self._duplicate(owner, previous, DuplicateKind.EXACT, job_id)
+                    return self._duplicate(owner, previous, DuplicateKind.EXACT, job_id, pending)
         elif c.type is MemoryType.EPISODIC:
             # An event is its words at its time: the same words later are another event.
             point_id = event_id(owner.tenant_id, owner.user_id, scope.value, project, chash,
                                 c.occurred_at.isoformat())
-            found = store.get(owner, [point_id])
-            if found:
-                record = MemoryRecord.from_payload(found[0].id, found[0].payload)
-                if record.job_id == job_id:
-                    return self._own_earlier_write(owner, SaveOutcome.ADDED, record, job_id)
-                return self._duplicate(owner, record, DuplicateKind.EXACT, job_id)
+            earlier = self._stored(owner, point_id, pending)
+            if earlier is not None:
+                if earlier.job_id == job_id:
+                    return self._own_earlier_write(owner, SaveOutcome.ADDED, earlier, job_id,
+                                                   pending)
+                return self._duplicate(owner, earlier, DuplicateKind.EXACT, job_id, pending)
         else:
             point_id = memory_id(owner.tenant_id, owner.user_id, scope.value, project, chash)
-            dup = self._find_duplicate(owner, scope, project, c.content, vector)
+            dup = self._find_duplicate(owner, scope, project, c.content, vector, pending)
             if dup is not None:
                 record, kind = dup
                 if record.job_id == job_id:
-                    return self._own_earlier_write(owner, SaveOutcome.ADDED, record, job_id)
-                return self._duplicate(owner, record, kind, job_id)
+                    return self._own_earlier_write(owner, SaveOutcome.ADDED, record, job_id,
+                                                   pending)
+                return self._duplicate(owner, record, kind, job_id, pending)
 
         record = MemoryRecord(
             id=point_id, tenant_id=owner.tenant_id, user_id=owner.user_id, content=c.content,
@@ -375,51 +381,82 @@ class MemoryWriter:
             enabled=c.enabled,
             expires_at=c.expires_at,
         )
-        self.writes.upsert(owner, [PointData(
-            record.id, record.to_payload(), vector.tolist(), keyword_vector(record.content)
-        )])
+        pending.add(record, vector)
         if previous is not None:
-            self._audit(owner, record.id, AuditKind.UPDATE, previous.content, record.content,
-                        job_id)
+            pending.events.append(_event(owner, record.id, AuditKind.UPDATE, previous.content,
+                                         record.content, job_id))
             return WriteResult(SaveOutcome.UPDATED, record)
-        self._audit(owner, record.id, AuditKind.ADD, None, record.content, job_id)
+        pending.events.append(_event(owner, record.id, AuditKind.ADD, None, record.content,
+                                     job_id))
         return WriteResult(SaveOutcome.ADDED, record)
 
+    def _stored(self, owner: Owner, point_id: str, pending: _Pending) -> MemoryRecord | None:
+        """The memory `point_id` as this job left it so far: written earlier in it, or stored."""
+        if point_id in pending.records:
+            return pending.records[point_id]
+        found = self.store.get(owner, [point_id])
+        return MemoryRecord.from_payload(found[0].id, found[0].payload) if found else None
+
     def _own_earlier_write(
-        self, owner: Owner, outcome: SaveOutcome, record: MemoryRecord, job_id: str
+        self,
+        owner: Owner,
+        outcome: SaveOutcome,
+        record: MemoryRecord,
+        job_id: str,
+        pending: _Pending,
     ) -> WriteResult:
-        """A redelivered job finds its own point: report it as its outcome, and write the
-        audit event if the first run died between the point and its audit (a SIGKILL)."""
-        events = self.audit.audit_of(owner, record.id)
+        """The job finds its own point (written earlier in this run, or by a delivery that
+        died between the point and its audit, a SIGKILL): report it as its outcome, and
+        write the audit event if none is there yet."""
+        events = [*self.audit.audit_of(owner, record.id),
+                  *(e for e in pending.events if e.memory_id == record.id)]
         written = (AuditKind.ADD, AuditKind.UPDATE)
         if not any(e.job_id == job_id and e.event in written for e in events):
             kind = AuditKind.ADD if outcome is SaveOutcome.ADDED else AuditKind.UPDATE
-            self._audit(owner, record.id, kind,
-                        None, record.content, job_id)
+            pending.events.append(_event(owner, record.id, kind, None, record.content, job_id))
         return WriteResult(outcome, record)
 
     def _find_duplicate(
-        self, owner: Owner, scope: Scope, project: str | None, content: str, vector: np.ndarray,
+        self,
+        owner: Owner,
+        scope: Scope,
+        project: str | None,
+        content: str,
+        vector: np.ndarray,
+        pending: _Pending,
     ) -> tuple[MemoryRecord, DuplicateKind] | None:
+        """The memory `content` repeats, among the stored ones and those this job wrote."""
         store = self.store
         # An expired memory is as good as gone: the same fact again is a new memory.
         conds = [*range_conditions(scope, project),
                  *live_conditions(self.settings, owner.tenant_id)]
-        exact = store.find(owner, [*conds, Match("content_hash", content_hash(content))], limit=1)
+        chash = content_hash(content)
+        exact = store.find(owner, [*conds, Match("content_hash", chash)], limit=1)
         if exact:
             return MemoryRecord.from_payload(exact[0].id, exact[0].payload), DuplicateKind.EXACT
+        same = pending.with_hash(chash)
+        if same is not None:
+            return same, DuplicateKind.EXACT
         threshold = dedup_threshold(self.settings.dedup_threshold, self.embedder.name)
-        near = store.search(owner, vector.tolist(), conds, limit=3, score_threshold=threshold)
-        for point in near:
-            if point.score >= threshold and same_numbers(content, point.payload["content"]):
-                record = MemoryRecord.from_payload(point.id, point.payload)
+        found = store.search(owner, vector.tolist(), conds, limit=3, score_threshold=threshold)
+        near = [(p.score, MemoryRecord.from_payload(p.id, p.payload)) for p in found]
+        near += pending.near(vector, threshold)
+        near.sort(key=lambda hit: hit[0], reverse=True)
+        for score, record in near[:3]:
+            if score >= threshold and same_numbers(content, record.content):
                 return record, DuplicateKind.SEMANTIC
         return None
 
     def _duplicate(
-        self, owner: Owner, record: MemoryRecord, kind: DuplicateKind, job_id: str
+        self,
+        owner: Owner,
+        record: MemoryRecord,
+        kind: DuplicateKind,
+        job_id: str,
+        pending: _Pending,
     ) -> WriteResult:
-        self._audit(owner, record.id, AuditKind.NOOP, record.content, record.content, job_id)
+        pending.events.append(_event(owner, record.id, AuditKind.NOOP, record.content,
+                                     record.content, job_id))
         return WriteResult(
             SaveOutcome.DUPLICATE, record, duplicate_of=record.id, duplicate_kind=kind
         )
@@ -448,10 +485,53 @@ class MemoryWriter:
         job_id: str,
         actor: str | None = None,
     ) -> None:
-        self.audit.append_audit([AuditEvent(
-            memory_id=mid, tenant_id=owner.tenant_id, user_id=owner.user_id, event=event,
-            before=before, after=after, job_id=job_id, **({"actor": actor} if actor else {}),
-        )])
+        self.audit.append_audit([_event(owner, mid, event, before, after, job_id, actor)])
+
+
+@dataclass
+class _Pending:
+    """The points and audit events of one `write` call, issued together at its end; its
+    later candidates find the earlier ones here as they would in the store."""
+
+    points: list[PointData] = field(default_factory=list)
+    events: list[AuditEvent] = field(default_factory=list)
+    records: dict[str, MemoryRecord] = field(default_factory=dict)
+    vectors: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def add(self, record: MemoryRecord, vector: np.ndarray) -> None:
+        self.points = [p for p in self.points if p.id != record.id]
+        self.points.append(PointData(record.id, record.to_payload(), vector.tolist(),
+                                     keyword_vector(record.content)))
+        self.records[record.id] = record
+        self.vectors[record.id] = vector
+
+    def with_hash(self, chash: str) -> MemoryRecord | None:
+        return next((r for r in self.records.values() if r.content_hash == chash), None)
+
+    def near(self, vector: np.ndarray, threshold: float) -> list[tuple[float, MemoryRecord]]:
+        """(cosine similarity, record) of those at least `threshold` alike, as the store's
+        cosine search scores them."""
+        hits = []
+        norm = float(np.linalg.norm(vector)) or 1.0
+        for mid, other in self.vectors.items():
+            score = float(np.dot(vector, other)) / (norm * (float(np.linalg.norm(other)) or 1.0))
+            if score >= threshold:
+                hits.append((score, self.records[mid]))
+        return hits
+
+
+def _event(
+    owner: Owner,
+    mid: str,
+    kind: AuditKind,
+    before: str | None,
+    after: str | None,
+    job_id: str,
+    actor: str | None = None,
+) -> AuditEvent:
+    return AuditEvent(memory_id=mid, tenant_id=owner.tenant_id, user_id=owner.user_id,
+                      event=kind, before=before, after=after, job_id=job_id,
+                      **({"actor": actor} if actor else {}))
 
 
 def summarize(results: Sequence[WriteResult], mode: str) -> dict[str, Any]:
