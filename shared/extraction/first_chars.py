@@ -11,14 +11,15 @@ safely under case-insensitive matching uses the full alternation.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
 
 # The parser's node kinds are not public API; this module only reads them, and falls back to
 # "unknown" (the full alternation) for any node it does not handle.
 from re import _constants as _sre  # type: ignore[attr-defined]
 from re import _parser as _parse  # type: ignore[attr-defined]
 
-__all__ = ["AnyOf", "first_chars"]
+__all__ = ["AnyOf", "first_chars", "last_chars", "may_start"]
 
 _UNKNOWN = None
 _RANGE_LIMIT = 64  # a wider class ([a-z], [^…]) is treated as unknown
@@ -33,10 +34,46 @@ def first_chars(pattern: re.Pattern[str]) -> frozenset[str] | None:
     return frozenset(chars)
 
 
-def _seq(items: Iterable[tuple[object, object]]) -> tuple[set[str] | None, bool]:
+def last_chars(pattern: re.Pattern[str]) -> frozenset[str] | None:
+    """For a pattern anchored at the end (`$`): the characters its match can end with, as
+    written in the pattern; None when it is not anchored there, or unknown."""
+    items = list(_parse.parse(pattern.pattern, pattern.flags))
+    while items and items[-1][0] in (_sre.ASSERT, _sre.ASSERT_NOT):
+        items.pop()
+    if not items or items[-1] != (_sre.AT, _sre.AT_END):
+        return None
+    chars, nullable = _seq(reversed(items[:-1]), backwards=True)
+    if chars is None or nullable:
+        return None
+    return frozenset(chars)
+
+
+def may_start(pattern: re.Pattern[str]) -> Callable[[str], bool]:
+    """A cheap test that `pattern.match(text)` may succeed, from `text`'s first character:
+    False only when no match can start there."""
+    chars = first_chars(pattern)
+    ignore_case = bool(pattern.flags & re.IGNORECASE)
+    keys = None if chars is None else {_safe_key(ch, ignore_case) for ch in chars}
+    if keys is None or None in keys:
+        return lambda _text: True
+
+    def test(text: str) -> bool:
+        if not text:
+            return True
+        key = _safe_key(text[0], ignore_case)
+        return key is None or key in keys
+
+    return test
+
+
+def _seq(
+    items: Iterable[tuple[object, object]], backwards: bool = False
+) -> tuple[set[str] | None, bool]:
+    """The characters the sequence `items` can start with (or, `backwards`, end with: the
+    items are then given last first), and whether it can match nothing."""
     found: set[str] = set()
     for op, av in items:
-        chars, nullable = _node(op, av)
+        chars, nullable = _node(op, av, backwards)
         if chars is None:
             return None, True
         found |= chars
@@ -45,7 +82,7 @@ def _seq(items: Iterable[tuple[object, object]]) -> tuple[set[str] | None, bool]
     return found, True
 
 
-def _node(op: object, av: object) -> tuple[set[str] | None, bool]:  # noqa: PLR0911
+def _node(op: object, av: object, backwards: bool) -> tuple[set[str] | None, bool]:  # noqa: PLR0911
     if op in (_sre.AT, _sre.ASSERT, _sre.ASSERT_NOT):
         return set(), True  # consumes nothing; ignoring a lookahead only widens the set
     if op is _sre.LITERAL:
@@ -59,7 +96,7 @@ def _node(op: object, av: object) -> tuple[set[str] | None, bool]:  # noqa: PLR0
         found: set[str] = set()
         nullable = False
         for branch in av[1]:
-            chars, empty = _seq(branch)
+            chars, empty = _seq(_ordered(branch, backwards), backwards)
             if chars is None:
                 return None, True
             found |= chars
@@ -67,13 +104,19 @@ def _node(op: object, av: object) -> tuple[set[str] | None, bool]:  # noqa: PLR0
         return found, nullable
     if op is _sre.SUBPATTERN:
         assert isinstance(av, tuple)
-        return _seq(av[-1])
+        return _seq(_ordered(av[-1], backwards), backwards)
     if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, _sre.POSSESSIVE_REPEAT):
         assert isinstance(av, tuple)
         low, _high, body = av
-        chars, nullable = _seq(body)
+        chars, nullable = _seq(_ordered(body, backwards), backwards)
         return chars, nullable or low == 0
     return _UNKNOWN, True
+
+
+def _ordered(
+    items: Iterable[tuple[object, object]], backwards: bool
+) -> Iterable[tuple[object, object]]:
+    return reversed(list(items)) if backwards else items
 
 
 def _charset(items: list[tuple[object, object]]) -> set[str] | None:
@@ -97,6 +140,7 @@ def _uncased(ch: str) -> bool:
     return ch.lower() == ch and ch.upper() == ch and ch.casefold() == ch
 
 
+@lru_cache(maxsize=8192)  # one character's answer never changes; texts repeat characters
 def _safe_key(ch: str, ignore_case: bool) -> str | None:
     """The dispatch key of a first character, or None when only the full alternation is safe.
 
@@ -113,7 +157,8 @@ def _safe_key(ch: str, ignore_case: bool) -> str | None:
 
 class AnyOf:
     """`match(text)`: whether any pattern matches at the start of `text`, as one alternation
-    of all of them would tell, scanning only the alternatives that can start there."""
+    of all of them would tell, scanning only the alternatives that can start there and, of
+    those anchored at the end, only the ones that can end with `text`'s last character."""
 
     def __init__(self, patterns: Sequence[re.Pattern[str]], flags: int = 0) -> None:
         self._patterns = tuple(patterns)
@@ -131,19 +176,39 @@ class AnyOf:
             for key in keys:
                 assert key is not None
                 self._by_key.setdefault(key, []).append(index)
+        # Of the patterns that can start anywhere, those that can end with a given character
+        # (the ones not anchored at the end can end with any).
+        ends: dict[int, set[str] | None] = {}
+        for index in self._always:
+            chars = last_chars(self._patterns[index])
+            keys = None if chars is None else {_safe_key(ch, ignore_case) for ch in chars}
+            ends[index] = None if keys is None or None in keys else {str(k) for k in keys}
+        self._always_any_end = tuple(i for i in self._always if ends[i] is None)
+        self._always_by_end: dict[str, tuple[int, ...]] = {}
+        for key in {k for chars in ends.values() if chars is not None for k in chars}:
+            self._always_by_end[key] = tuple(
+                i for i in self._always if ends[i] is None or key in (ends[i] or ()))
         self._all = self._compile(range(len(self._patterns)))
-        # A key no pattern starts with leaves only the patterns that can start anywhere.
-        self._default = self._compile(self._always)
-        self._keyed = {
-            key: self._compile(sorted({*self._always, *indices}))
-            for key, indices in self._by_key.items()
-        }
+        # Compiled on first use: as many as (first key, end subset) pairs that occur, which
+        # the tables bound (a few hundred at most).
+        self._compiled: dict[tuple[str | None, tuple[int, ...]], re.Pattern[str]] = {}
 
     def match(self, text: str) -> bool:
         if not text:
             return self._all.match(text) is not None
-        key = _safe_key(text[0], self._ignore_case)
-        pattern = self._all if key is None else self._keyed.get(key, self._default)
+        first = _safe_key(text[0], self._ignore_case)
+        if first is None:
+            return self._all.match(text) is not None
+        # `$` also matches before a final newline: such a text keeps every pattern.
+        last = None if text.endswith("\n") else _safe_key(text[-1], self._ignore_case)
+        if last is None:
+            always = tuple(self._always)
+        else:
+            always = self._always_by_end.get(last, self._always_any_end)
+        pattern = self._compiled.get((first, always))
+        if pattern is None:
+            indices = sorted({*always, *self._by_key.get(first, ())})
+            pattern = self._compiled[(first, always)] = self._compile(indices)
         return pattern.match(text) is not None
 
     def _compile(self, indices: Iterable[int]) -> re.Pattern[str]:

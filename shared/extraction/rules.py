@@ -16,6 +16,7 @@ from functools import partial
 from typing import Literal
 
 from shared.extraction import rules_patterns as p
+from shared.extraction.first_chars import may_start
 
 __all__ = ["RuleCandidate", "extract_rules"]
 
@@ -25,6 +26,7 @@ MAX_CHARS = 400
 # regex work on pasted documents.
 MAX_SENTENCE_CHARS = 1000
 
+_MAY_BE_FILLER = may_start(p.FILLERS)  # most sentences start with no filler word: no scan
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _WS = re.compile(r"\s+")
 _WORD = re.compile(r"[A-Za-z']+")
@@ -118,7 +120,7 @@ def _cleaned(text: str) -> tuple[str, bool]:
     text = _strip_end(text)
     for _ in range(4):
         cleaned = _strip_start(text)
-        filler = p.FILLERS.match(cleaned)
+        filler = p.FILLERS.match(cleaned) if _MAY_BE_FILLER(cleaned) else None
         if filler is not None:
             cleaned = cleaned[filler.end() :]
         if len(cleaned) == len(text):
@@ -147,7 +149,7 @@ def _from_sentence(sentence: str) -> list[RuleCandidate]:
         # Every check below would end in no candidate, so they are not run.
         return []
     parts = [body] if single else p.CLAUSE_SPLIT.split(body)
-    if p.FORGET.search(body):
+    if p.FORGET_SCAN.found(body):
         return []
     # "Could you always answer in English?" is a request despite its question mark.
     if request:
@@ -178,7 +180,7 @@ def _from_sentence(sentence: str) -> list[RuleCandidate]:
 
 
 def _doubtful(text: str) -> bool:
-    return p.DOUBTFUL.search(text) is not None
+    return p.DOUBTFUL_SCAN.found(text)
 
 
 # --- matching ----------------------------------------------------------------------------
@@ -214,7 +216,7 @@ def _instruction(text: str) -> str | None:
 
 def _explicit(clause: str) -> RuleCandidate | None:
     clause = _clean(clause)
-    if not clause or p.WH_CLAUSE.search(clause) or _doubtful(clause) or p.FORGET.search(clause):
+    if not clause or p.WH_CLAUSE.search(clause) or _doubtful(clause) or p.FORGET_SCAN.found(clause):
         return None
     to = p.REMEMBER_TO.match(clause)
     if to:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from shared.extraction.first_chars import AnyOf
+from shared.extraction.screens import Screened
 
 Category = Literal["preference", "fact", "plan", "instruction"]
 Kind = Literal["statement", "imperative", "time_led"]
@@ -103,6 +104,45 @@ HYPOTHETICAL = _c(
 )
 # QUESTION or HYPOTHETICAL anywhere, in one scan (`rules._doubtful`).
 DOUBTFUL = _c(f"(?:{QUESTION.pattern})|(?:{HYPOTHETICAL.pattern})")
+
+# The same searches, screened (shared/extraction/screens.py): the alternatives anchored at
+# the start, and the words every English alternative inside needs (the others need Han).
+_START_ONLY = re.compile(r"^\^")
+
+
+def _starts(*patterns: re.Pattern[str]) -> re.Pattern[str]:
+    """The `^` alternatives of `patterns`' top-level alternations, as one pattern."""
+    bodies = [alt for p in patterns for alt in _top_level(p.pattern) if _START_ONLY.match(alt)]
+    return _c("|".join(f"(?:{body})" for body in bodies) or r"(?!)")
+
+
+def _top_level(pattern: str) -> list[str]:
+    """`pattern` split at the `|` that are outside any group or class."""
+    parts, depth, start, i, in_class = [], 0, 0, 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            parts.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    parts.append(pattern[start:])
+    return parts
+
+
+DOUBTFUL_SCAN = Screened(DOUBTFUL, _starts(QUESTION, HYPOTHETICAL),
+                         ("if ", "i wish", "were i", "i would have", "i could have"))
+FORGET_SCAN = Screened(FORGET, _starts(FORGET), ("remember", "sav", "stor", "record", "memoriz"))
 # A remembered clause that is itself a question or indirect question: "remember what I said".
 WH_CLAUSE = _c(r"^(?:what|where|when|which|who|how|why|if|whether)\b|什么|怎么|哪|谁")
 

@@ -24,6 +24,7 @@ from shared.extraction import redaction
 from shared.extraction import rules_patterns as p
 from shared.extraction.redaction import found_secrets, redact
 from shared.extraction.rules import extract_rules
+from shared.extraction.screens import fold
 from shared.platform.settings import Settings
 from shared.retrieval.keywords import keyword_vector
 
@@ -151,6 +152,37 @@ def test_prefilters_skip_only_rules_that_find_nothing(text: str) -> None:
     for rule in redaction._RULES:
         unfiltered = rule.apply(unfiltered)
     assert redact(text) == unfiltered
+
+
+_SCREEN_CASES = [
+    "If I were rich", "ıf i were rich", "IF MY car", "I wish I knew", "I WISH", "were I you",
+    "i could have gone", "so what if it rains", "don't remember this", "you do not need to SAVE",
+    "stop recording", "Forget it", "不要记住这个", "你叫什么", "好吗", "我喜欢吃辣吗",
+    "please forget to", "nothing here at all", "", "i a1", "\u0131f i",
+]
+
+
+@pytest.mark.parametrize("text", _SCREEN_CASES)
+def test_screened_searches_answer_as_their_patterns(text: str) -> None:
+    assert p.DOUBTFUL_SCAN.found(text) == (p.DOUBTFUL.search(text) is not None)
+    assert p.FORGET_SCAN.found(text) == (p.FORGET.search(text) is not None)
+
+
+@REFERENCE
+@given(st.one_of(rule_text, short_hostile,
+                 st.lists(st.sampled_from(_SCREEN_CASES), max_size=4).map(" ".join)))
+def test_screened_searches_agree_on_generated_text(text: str) -> None:
+    assert p.DOUBTFUL_SCAN.found(text) == (p.DOUBTFUL.search(text) is not None)
+    assert p.FORGET_SCAN.found(text) == (p.FORGET.search(text) is not None)
+
+
+def test_the_screens_fold_is_what_ignorecase_matches() -> None:
+    # A screen looks for its words in `fold(text)`: every character IGNORECASE matches to an
+    # ASCII letter must fold to that letter.
+    everything = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    for letter in "abcdefghijklmnopqrstuvwxyz":
+        matched = re.findall(f"(?i){letter}", everything)
+        assert matched and all(letter in fold(ch) for ch in matched), letter
 
 
 @REFERENCE
