@@ -69,10 +69,12 @@ def parse_command(model: type[C], command: dict[str, Any]) -> C:
         return model.model_validate(command)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False, include_context=False)
-        problems = "; ".join(f"{field_path(e['loc']) or 'command'}: {e['type']}"
-                             for e in errors[:10])
+        # The request a command carries is named by its own fields, as the API names them.
+        locs = [e["loc"][1:] if e["loc"][:1] == ("request",) else e["loc"] for e in errors]
+        problems = "; ".join(f"{field_path(loc) or 'command'}: {e['type']}"
+                             for loc, e in zip(locs, errors[:10], strict=False))
         raise CommandInvalid(f"the task's {model.__name__} does not validate: {problems}",
-                             field=field_path(errors[0]["loc"]) or None) from None
+                             field=field_path(locs[0]) or None) from None
 
 
 class MemoryTask(Task[Any, dict[str, Any]]):

@@ -38,12 +38,8 @@ async def post_interaction(
             "extract 'llm' needs an LLM provider, and none is configured; use 'raw' or 'rules'",
             field="extract",
         )
-    command = IngestCommand(
-        tenant_id=tenant, user_id=req.user_id, request_id=request_id, received_at=utcnow(),
-        thread_id=req.thread_id, scope=req.resolved_scope(), project=req.project,
-        messages=req.messages, metadata=req.metadata, extract=mode, store_roles=req.store_roles,
-        backfill=req.backfill,
-    )
+    command = IngestCommand(tenant_id=tenant, user_id=req.user_id, request_id=request_id,
+                            received_at=utcnow(), request=req, extract=mode)
     # LLM work has its own queue: a slow model never holds up raw or rules ingestion.
     task = TaskName.EXTRACT_LLM if mode is ExtractMode.LLM else TaskName.INGEST
     # One worker-thread hop for the Redis calls; an `async def` route also keeps FastAPI from

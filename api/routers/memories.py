@@ -74,13 +74,8 @@ async def save_memory(
 ) -> Response:
     """Save a memory. With `?wait=`: 201 added, 200 duplicate (or updated, for a `key`)."""
     check_save(req, rt.settings)
-    command = SaveCommand(
-        tenant_id=tenant, user_id=req.user_id, request_id=request_id, received_at=utcnow(),
-        content=req.content, key=req.key, type=req.type, scope=req.resolved_scope(),
-        project=req.project, thread_id=req.thread_id, tags=req.tags, importance=req.importance,
-        occurred_at=req.occurred_at, metadata=req.metadata, source=Source.EXPLICIT,
-        expires_at=req.expires_at,
-    )
+    command = SaveCommand(tenant_id=tenant, user_id=req.user_id, request_id=request_id,
+                          received_at=utcnow(), request=req, source=Source.EXPLICIT)
     accepted = await run_in_threadpool(submit, rt.jobs, rt.celery, TaskName.SAVE, command)
     result = await _finish(waits, principal, accepted, wait)
     if result is None:

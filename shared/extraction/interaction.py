@@ -62,10 +62,9 @@ def candidates_for(cmd: IngestCommand, pacer: TextPacer | None = None) -> list[C
     """`pacer` (default: the process's) paces the text passes, one message at a time."""
     pacer = pacer or default_pacer()
     # Secrets and identifiers never reach the store, whatever the mode.
-    cmd = cmd.model_copy(update={"messages": [
-        m.model_copy(update={"content": pacer.run(partial(redact, m.content))})
-        for m in cmd.messages
-    ]})
+    redacted = [m.model_copy(update={"content": pacer.run(partial(redact, m.content))})
+                for m in cmd.messages]
+    cmd = cmd.model_copy(update={"request": cmd.request.model_copy(update={"messages": redacted})})
     if cmd.extract is ExtractMode.RAW:
         return raw_candidates(cmd)
     if cmd.extract is ExtractMode.RULES:

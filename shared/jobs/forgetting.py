@@ -184,7 +184,15 @@ def blank_text(value: Any) -> Any:
     return value
 
 
+def _fields(command: dict[str, Any]) -> dict[str, Any]:
+    """A command's fields, those of the request it carries (shared/records/commands.py)
+    included."""
+    request = command.get("request")
+    return {**request, **command} if isinstance(request, dict) else command
+
+
 def _texts(command: dict[str, Any]) -> list[str]:
+    command = _fields(command)
     found = [str(command.get("content") or "")]
     for group in ("messages", "records"):
         for item in command.get(group) or []:
@@ -201,6 +209,7 @@ def payload_covered(payload: dict[str, Any], span: ForgetSpan, contents: Iterabl
     command = payload.get("command")
     if not isinstance(command, dict):
         return span.everything
+    command = _fields(command)
     if span.everything:
         return True
     if span.ids:

@@ -52,6 +52,9 @@ def queue_for(task: TaskName, kwargs: Mapping[str, Any]) -> QueueName:
     """Where a task's message goes: its task's queue, or the bulk queue for a command the
     client marked as backfill (`"backfill": true` on an interaction)."""
     command = kwargs.get("command")
-    if isinstance(command, Mapping) and command.get("backfill") is True:
-        return QueueName.BULK
+    if isinstance(command, Mapping):
+        request = command.get("request")
+        marked = request.get("backfill") if isinstance(request, Mapping) else None
+        if command.get("backfill") is True or marked is True:
+            return QueueName.BULK
     return QUEUE_OF[task]

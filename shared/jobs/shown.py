@@ -44,8 +44,12 @@ def _field(key: str, value: Any) -> Any:
 
 
 def shown(values: Mapping[str, Any]) -> dict[str, Any]:
-    """A mapping's fields as Celery may show them (a job's result, a command)."""
-    return {str(key): _field(str(key), value) for key, value in values.items()}
+    """A mapping's fields as Celery may show them (a job's result, a command). A command's
+    `request` (the request it carries) is shown field by field among its own."""
+    request = values.get("request")
+    merged = ({**request, **{k: v for k, v in values.items() if k != "request"}}
+              if isinstance(request, Mapping) else values)
+    return {str(key): _field(str(key), value) for key, value in merged.items()}
 
 
 def arguments_shown(kwargs: Mapping[str, Any]) -> str:

@@ -1,14 +1,20 @@
-"""Task arguments: small JSON documents, validated on both sides of the queue."""
+"""Task arguments: small JSON documents, validated on both sides of the queue.
+
+A command carries the validated request it came from (`request`), plus what the gateway
+decided (owner, request id, arrival time, the extraction mode): the fields are not copied
+a second time. Commands queued by an earlier version, with the request's fields at the top
+level, are read too (`_from_flat`), so an upgrade does not fail the jobs waiting in Redis.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, field_serializer
+from pydantic import BaseModel, field_serializer, model_validator
 
 from shared.records.models import ExtractMode, MemoryType, Owner, Role, Scope, Source
-from shared.records.schemas import Message, UpdateRequest
+from shared.records.schemas import InteractionRequest, Message, SaveRequest, UpdateRequest
 
 
 class Command(BaseModel):
@@ -22,30 +28,110 @@ class Command(BaseModel):
         return Owner(tenant_id=self.tenant_id, user_id=self.user_id)
 
 
+def _from_flat(data: Any, fields: tuple[str, ...], keep: tuple[str, ...]) -> Any:
+    """An earlier version's command (the request's `fields` at the top level) in today's
+    form; `keep` stay at the top level. Today's form passes unchanged."""
+    if not isinstance(data, dict) or "request" in data:
+        return data
+    request = {k: data[k] for k in fields if k in data}
+    request["user_id"] = data.get("user_id")
+    return {**{k: v for k, v in data.items() if k not in fields or k in keep},
+            "request": request}
+
+
 class IngestCommand(Command):
-    thread_id: str | None = None
-    scope: Scope
-    project: str | None = None
-    messages: list[Message]
-    metadata: dict[str, Any] | None = None
-    extract: ExtractMode
-    store_roles: list[Role]
-    backfill: bool = False  # routed to the bulk queue (shared/jobs/names.py queue_for)
+    request: InteractionRequest
+    extract: ExtractMode  # the request's, or the deployment's default
+
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_form(cls, data: Any) -> Any:
+        return _from_flat(data, ("thread_id", "scope", "project", "messages", "metadata",
+                                 "store_roles", "backfill", "extract"), ("extract",))
+
+    @property
+    def thread_id(self) -> str | None:
+        return self.request.thread_id
+
+    @property
+    def scope(self) -> Scope:
+        return self.request.resolved_scope()
+
+    @property
+    def project(self) -> str | None:
+        return self.request.project
+
+    @property
+    def messages(self) -> list[Message]:
+        return self.request.messages
+
+    @property
+    def metadata(self) -> dict[str, Any] | None:
+        return self.request.metadata
+
+    @property
+    def store_roles(self) -> list[Role]:
+        return self.request.store_roles
+
+    @property
+    def backfill(self) -> bool:  # routed to the bulk queue (shared/jobs/names.py queue_for)
+        return self.request.backfill
 
 
 class SaveCommand(Command):
-    content: str
-    key: str | None = None
-    type: MemoryType
-    scope: Scope
-    project: str | None = None
-    thread_id: str | None = None
-    tags: list[str]
-    importance: int
-    occurred_at: datetime | None = None
-    metadata: dict[str, Any] | None = None
+    request: SaveRequest
     source: Source = Source.EXPLICIT
-    expires_at: datetime | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_form(cls, data: Any) -> Any:
+        return _from_flat(data, ("content", "key", "type", "scope", "project", "thread_id",
+                                 "tags", "importance", "occurred_at", "metadata",
+                                 "expires_at"), ())
+
+    @property
+    def content(self) -> str:
+        return self.request.content
+
+    @property
+    def key(self) -> str | None:
+        return self.request.key
+
+    @property
+    def type(self) -> MemoryType:
+        return self.request.type
+
+    @property
+    def scope(self) -> Scope:
+        return self.request.resolved_scope()
+
+    @property
+    def project(self) -> str | None:
+        return self.request.project
+
+    @property
+    def thread_id(self) -> str | None:
+        return self.request.thread_id
+
+    @property
+    def tags(self) -> list[str]:
+        return list(self.request.tags)
+
+    @property
+    def importance(self) -> int:
+        return self.request.importance
+
+    @property
+    def occurred_at(self) -> datetime | None:
+        return self.request.occurred_at
+
+    @property
+    def metadata(self) -> dict[str, Any] | None:
+        return self.request.metadata
+
+    @property
+    def expires_at(self) -> datetime | None:
+        return self.request.expires_at
 
 
 class UpdateCommand(Command):
