@@ -160,7 +160,7 @@ def settle_for_serving(rt: Runtime) -> None:
     finally:
         embedder.close()  # a remote model's client; an in-process model stays loaded
     # Everything built so far lives as long as the process: frozen, it is out of the cyclic
-    # collector's sight, whose full passes over it paused searches 47-64 ms at 100k.
+    # collector's sight, whose full passes over it would pause searches (docs/decisions/).
     gc.freeze()
 
 

@@ -208,7 +208,7 @@ def _search(rp: ReadPath, owner: Owner, req: SearchRequest) -> SearchResponse:
         # Cached per tenant: a shared hit would show in took_ms (shared/embeddings/cache.py).
         vector = rp.query_embedder.embed_query_for(owner.tenant_id, req.query)
         if current is not None:
-            # The current turn counts twice (MADial recall@5 0.575 → 0.596).
+            # The current turn counts twice (docs/retrieval.md).
             vector = vector + rp.query_embedder.embed_query_for(owner.tenant_id, current)
             vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
         queries.append(VectorQuery(DENSE, vector.tolist()))
@@ -217,7 +217,7 @@ def _search(rp: ReadPath, owner: Owner, req: SearchRequest) -> SearchResponse:
     if keywords is not None:
         queries.append(VectorQuery(SPARSE, keywords))
     # Fusion, neighbours and rescoring reorder, so each list goes deeper than the page:
-    # LoCoMo recall@10 is 0.589 → 0.602 from depth 40 to 100 (docs/retrieval.md).
+    # see docs/decisions/0011-search-depth-100.md.
     depth = list_depth(rp.settings.search_depth, req.top_k)
     conditions = live_search_conditions(rp, owner, req)  # built once, used by every read
     lists = rp.store.search_candidates(owner, conditions, queries, depth)
