@@ -191,7 +191,7 @@ class AnyOf:
         self._all = self._compile(range(len(self._patterns)))
         # Compiled on first use: as many as (first key, end subset) pairs that occur, which
         # the tables bound (a few hundred at most).
-        self._compiled: dict[tuple[str | None, tuple[int, ...]], re.Pattern[str]] = {}
+        self._compiled: dict[tuple[str, tuple[int, ...]], re.Pattern[str]] = {}
 
     def match(self, text: str) -> bool:
         if not text:
@@ -205,10 +205,13 @@ class AnyOf:
             always = tuple(self._always)
         else:
             always = self._always_by_end.get(last, self._always_any_end)
-        pattern = self._compiled.get((first, always))
+        # A character no pattern starts with shares one entry (""): the cache holds at most
+        # one pattern per (key some pattern starts with, end subset), whatever the text.
+        key = (first if first in self._by_key else "", always)
+        pattern = self._compiled.get(key)
         if pattern is None:
-            indices = sorted({*always, *self._by_key.get(first, ())})
-            pattern = self._compiled[(first, always)] = self._compile(indices)
+            indices = sorted({*always, *self._by_key.get(key[0], ())})
+            pattern = self._compiled[key] = self._compile(indices)
         return pattern.match(text) is not None
 
     def _compile(self, indices: Iterable[int]) -> re.Pattern[str]:

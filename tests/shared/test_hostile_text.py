@@ -137,6 +137,17 @@ def test_the_first_character_dispatch_agrees_with_every_pattern(text: str) -> No
     assert p.ANY_MATCH.match(text) == any(pattern.match(text) for pattern in _ORDERED)
 
 
+def test_the_dispatch_compiles_a_bounded_number_of_patterns() -> None:
+    # Sentences starting with ever new characters (ideographs no rule starts with) must not
+    # each cost a compiled alternation: the cache is bounded by the pattern tables.
+    starts = [chr(0x4E00 + i) for i in range(3000)]
+    for ch in starts:
+        text = f"{ch}喜欢吃辣"
+        assert p.ANY_MATCH.match(text) == any(pattern.match(text) for pattern in _ORDERED)
+    keys = {first for first, _ in p.ANY_MATCH._compiled}
+    assert len(p.ANY_MATCH._compiled) <= 4 * (len(p.ANY_MATCH._by_key) + 1), len(keys)
+
+
 def test_every_character_ignorecase_matches_to_a_prefilter_letter_folds_to_it() -> None:
     # Redaction skips a case-insensitive pattern when the text's casefold lacks its keyword.
     everything = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
