@@ -394,7 +394,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     pages = {args.out: render_document(args.results)}
     readme = args.readme or (README if args.out.resolve() == DEFAULT_OUT else None)
     if readme is not None:
-        pages[readme] = render_readme(readme.read_text(encoding="utf-8"), args.results)
+        try:
+            pages[readme] = render_readme(readme.read_text(encoding="utf-8"), args.results)
+        except (OSError, ValueError) as exc:
+            parser.error(f"--readme {readme}: {exc}")
     if args.check:
         stale = [path for path, page in pages.items()
                  if (path.read_text(encoding="utf-8") if path.is_file() else "") != page]

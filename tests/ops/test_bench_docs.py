@@ -200,6 +200,17 @@ def test_readmes_figures_come_from_the_reports(tmp_path: Path) -> None:
     assert README_BLOCK.sub("", again) == README_BLOCK.sub("", text)
 
 
+def test_a_readme_without_the_figures_markers_is_a_usage_error(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n\nno figures here\n", encoding="utf-8")
+    done = run_docs("--results", str(tmp_path / "none"), "--out", str(tmp_path / "b.md"),
+                    "--readme", str(readme))
+    assert done.returncode == 2
+    assert "--readme" in done.stderr and "Traceback" not in done.stderr
+    assert readme.read_text(encoding="utf-8") == "# x\n\nno figures here\n"
+    assert not (tmp_path / "b.md").exists()
+
+
 def test_the_repositorys_readme_figures_are_the_reports(tmp_path: Path) -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     assert README_BLOCK.search(text), "README keeps its figures block"
