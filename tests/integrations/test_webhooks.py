@@ -32,6 +32,7 @@ from shared.records.models import utcnow
 from shared.records.schemas import UpdateRequest
 from shared.tenancy.api_keys import ALL_SCOPES, ApiKeyStore, KeyScope
 from shared.webhooks.events import JobEnd
+from shared.webhooks.service import Webhooks
 from shared.webhooks.signing import signature, signature_header
 from shared.webhooks.urls import UrlPolicy, WebhookUrlRefused, check_url
 
@@ -399,3 +400,30 @@ def test_cli_adds_lists_shows_deliveries_and_removes(
     removed = runner.invoke(app, ["webhooks", "remove", created["id"]], env=env)
     assert removed.exit_code == 0, removed.output
     assert created["id"] not in runner.invoke(app, ["webhooks", "list"], env=env).output
+
+
+def test_each_attempt_checks_the_url_again_and_the_log_stays_bounded(
+    stack: Any, tenant: str, owner: httpx.Client, receivers: Callable[..., Receiver],
+) -> None:
+    receiver = receivers()
+    hook = register(owner, receiver.url, ["job.succeeded"])
+    rt = stack.runtime
+    # The same endpoint seen by a deployment that no longer allows 127.0.0.1.
+    strict = Webhooks(rt.redis, rt.celery, rt.settings.model_copy(
+        update={"webhook_allow_hosts": "", "webhook_deliveries_kept": 3}))
+    try:
+        for n in range(5):
+            assert strict.log.claim(tenant, hook["id"], f"dlv_bounded{n}", f"evt_{n}",
+                                    "job.succeeded", "{}")
+        assert not strict.log.claim(tenant, hook["id"], "dlv_bounded4", "evt_4",
+                                    "job.succeeded", "{}"), "claimed once"
+        kept = strict.deliveries(tenant, hook["id"], 50).items
+        assert [d.id for d in kept] == ["dlv_bounded4", "dlv_bounded3", "dlv_bounded2"]
+        outcome = strict.attempt("dlv_bounded4")
+        assert outcome.status is not None and outcome.status.value == "failed"
+        assert outcome.retry_in_s is None
+    finally:
+        strict.close()
+    [latest, *_] = deliveries(owner, hook["id"])
+    assert latest["status"] == "failed" and "loopback" in latest["last_error"]
+    assert receiver.received == [], "a refused host is never called"
