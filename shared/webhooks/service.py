@@ -20,6 +20,7 @@ from celery import Celery
 
 from shared.jobs.names import TaskName
 from shared.jobs.send import send
+from shared.platform.errors import InvalidInput, NotFound
 from shared.platform.logs import get_logger
 from shared.platform.settings import Settings
 from shared.records.models import utcnow
@@ -34,7 +35,7 @@ from shared.webhooks import signing
 from shared.webhooks.deliveries import DeliveryLog
 from shared.webhooks.endpoints import EndpointStore
 from shared.webhooks.events import JobEnd, events_of
-from shared.webhooks.urls import Resolver, UrlPolicy, WebhookUrlRefused, check_url, system_resolver
+from shared.webhooks.urls import Resolver, UrlPolicy, check_url, system_resolver
 
 log = get_logger("memoryd.webhooks")
 
@@ -136,8 +137,14 @@ class Webhooks:
                 if not self.log.claim(end.tenant_id, endpoint.id, delivery_id, plain.id,
                                       plain.type.value, bodies[endpoint.include_content]):
                     continue  # this endpoint already has this event
-                send(self._celery, TaskName.WEBHOOK_DELIVER,
-                     {"delivery": {"delivery_id": delivery_id}})
+                try:
+                    send(self._celery, TaskName.WEBHOOK_DELIVER,
+                         {"delivery": {"delivery_id": delivery_id}})
+                except Exception as exc:  # noqa: BLE001  (the broker refused it)
+                    # Claimed and never sent: listed as failed, not pending for good.
+                    self.log.record(delivery_id, DeliveryStatus.FAILED, status_code=None,
+                                    error=f"not enqueued: {exc}"[:_ERROR_CHARS])
+                    continue
                 sent += 1
         return sent
 
@@ -152,10 +159,8 @@ class Webhooks:
         try:
             endpoint = self.endpoints.get(delivery.tenant, delivery.endpoint_id)
             check_url(endpoint.url, self.policy, self._resolve)
-        except WebhookUrlRefused as exc:
+        except (NotFound, InvalidInput) as exc:  # removed, or its host is now refused
             return self._give_up(delivery_id, delivery.attempts, exc.message)
-        except Exception as exc:  # noqa: BLE001  (NotFound: the endpoint was removed)
-            return self._give_up(delivery_id, delivery.attempts, str(exc))
         number = self.log.begin_attempt(delivery_id)
         body = delivery.body.encode()
         headers = {
