@@ -158,8 +158,8 @@ class AsyncMemorydClient:
     # ---- webhooks (the `admin` scope) ---------------------------------------------
 
     async def create_webhook(self, url: str, events: Sequence[EventKind | str], *,
-                         include_content: bool = False,
-                         description: str | None = None) -> WebhookCreated:
+                             include_content: bool = False,
+                             description: str | None = None) -> WebhookCreated:
         """Register an endpoint; the answer's `secret` is shown this once."""
         return await self._run(webhooks.create(url, events, include_content, description))
 

@@ -8,6 +8,7 @@ other test's writes reach these receivers.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
@@ -23,6 +24,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from shared.client import ApiError, AsyncMemorydClient, MemorydClient
 from shared.jobs.enqueue import submit
 from shared.jobs.names import TaskName
 from shared.platform.errors import InvalidInput
@@ -427,3 +429,31 @@ def test_each_attempt_checks_the_url_again_and_the_log_stays_bounded(
     [latest, *_] = deliveries(owner, hook["id"])
     assert latest["status"] == "failed" and "loopback" in latest["last_error"]
     assert receiver.received == [], "a refused host is never called"
+
+
+def test_the_python_clients_manage_endpoints(
+    stack: Any, base_url: str, tenant: str, receivers: Callable[..., Receiver],
+) -> None:
+    key = _key(stack, tenant)
+    url = receivers().url
+    with MemorydClient(base_url, key) as client:
+        created = client.create_webhook(url, ["memory.added"], include_content=True)
+        assert [w.id for w in client.list_webhooks().items] == [created.id]
+        with pytest.raises(ValueError):  # checked by the API's own model before sending
+            client.create_webhook(url, ["memory.exploded"])
+        with pytest.raises(ApiError) as refused:
+            client.create_webhook("http://169.254.169.254/", ["memory.added"])
+        assert refused.value.code == "url_refused" and refused.value.field == "url"
+
+    async def run() -> None:
+        async with AsyncMemorydClient(base_url, key) as client:
+            rotated = await client.rotate_webhook_secret(created.id)
+            assert rotated.secret != created.secret
+            assert (await client.webhook_deliveries(created.id)).items == []
+            await client.delete_webhook(created.id)
+            assert (await client.list_webhooks()).items == []
+            with pytest.raises(ApiError) as gone:
+                await client.delete_webhook(created.id)
+            assert gone.value.code == "not_found"
+
+    asyncio.run(run())
