@@ -21,6 +21,7 @@ from api.routers import (
     search,
     transfer,
     users,
+    webhooks,
 )
 from api.routers import metrics as metrics_router
 from api.ui import AdminPage
@@ -74,7 +75,7 @@ def create_app(runtime: Runtime, keyring: KeyRing, *, server_mode: bool = False)
     for module in (interactions, memories, search, context, jobs, health):
         app.include_router(module.router)
     app.add_middleware(PinIndexMiddleware, runtime=runtime)
-    for module in (users, admin):
+    for module in (users, admin, webhooks):
         app.include_router(module.router)
     app.mount("/ui", AdminPage(), name="ui")
     # Operations: /metrics, export and import (outermost middleware, so 413s are timed too).

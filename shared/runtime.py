@@ -31,6 +31,7 @@ from shared.retrieval.access import AccessCounter
 from shared.retrieval.rerank import HttpReranker
 from shared.retrieval.scoring import Weights
 from shared.store import make_store
+from shared.webhooks.service import Webhooks
 
 
 class Runtime:
@@ -84,6 +85,10 @@ class Runtime:
     def writer(self, view: View) -> MemoryWriter:
         """The writes of one task, on the index view it resolved (inside a write region)."""
         return MemoryWriter(view, self.redis, self.settings, self.erasure)
+
+    @cached_property
+    def webhooks(self) -> Webhooks:
+        return Webhooks(self.redis, self.celery, self.settings)
 
     @cached_property
     def reranker(self) -> HttpReranker:
@@ -147,6 +152,8 @@ class Runtime:
             self.redis.close()
         if "reranker" in self.__dict__:
             self.reranker.close()
+        if "webhooks" in self.__dict__:
+            self.webhooks.close()
 
 
 def settle_for_serving(rt: Runtime) -> None:

@@ -54,6 +54,14 @@ def stack_settings(data_dir: Path, redis_url: str, **overrides: Any) -> Settings
         # Search access counts reach Redis and the store within half a second (30 s in
         # production), so the access test sees them quickly.
         "search_access_flush_s": 0.5,
+        # Webhooks (tests/integrations/test_webhooks.py): receivers on 127.0.0.1, which the
+        # default policy refuses; short timeouts and backoff, three attempts.
+        "webhook_allow_hosts": "127.0.0.1",
+        "webhook_connect_timeout_s": 0.5,
+        "webhook_timeout_s": 0.5,
+        "webhook_backoff_base_s": 0.1,
+        "webhook_backoff_max_s": 0.4,
+        "webhook_max_attempts": 3,
     }
     values.update(overrides)
     return Settings(**values)

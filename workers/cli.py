@@ -13,7 +13,7 @@ from rich.console import Console
 from shared.platform.errors import AppError
 from shared.platform.logs import mask_url_passwords
 from shared.platform.settings import Settings
-from workers import cli_commands
+from workers import cli_commands, cli_webhooks
 
 if TYPE_CHECKING:
     from shared.tenancy.api_keys import ApiKeyStore
@@ -161,6 +161,7 @@ cli_commands.register(app)
 keys_app = typer.Typer(help="API keys (hashed in Redis): create, list, revoke.",
                        no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
+app.add_typer(cli_webhooks.app, name="webhooks")  # over HTTP, as cli_commands
 
 
 def _key_store() -> ApiKeyStore:

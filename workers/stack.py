@@ -71,6 +71,7 @@ class EmbeddedStack:
         self.worker: InProcessWorker | None = None
         self.llm_worker: InProcessWorker | None = None
         self.bulk_worker: InProcessWorker | None = None
+        self.webhook_worker: InProcessWorker | None = None
         self.server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.purger: PeriodicSender | None = None
@@ -126,9 +127,17 @@ class EmbeddedStack:
             hostname="embedded-bulk@memoryd", queues=[QueueName.BULK.value],
             own_event_loop=True, stop_grace_s=grace,
         )
+        # Webhook deliveries on threads of their own: a slow receiver never holds the
+        # threads that run writes (shared/webhooks/).
+        self.webhook_worker = InProcessWorker(
+            create_celery_app(settings), settings.webhook_worker_concurrency,
+            hostname="embedded-webhooks@memoryd", queues=[QueueName.WEBHOOKS.value],
+            own_event_loop=True, stop_grace_s=grace,
+        )
         if self.llm_worker is not None:
             self.llm_worker.start()
         self.bulk_worker.start()
+        self.webhook_worker.start()
         self.worker.start()
         # Retention runs here as beat runs it in server mode; soon after start, then each
         # interval (what expired while the stack was down goes first).
@@ -197,8 +206,9 @@ class EmbeddedStack:
         if self.eraser is not None:
             self.eraser.stop()
             self.eraser = None
-        workers = [w for w in (self.llm_worker, self.bulk_worker, self.worker) if w is not None]
-        self.llm_worker = self.bulk_worker = self.worker = None
+        workers = [w for w in (self.llm_worker, self.bulk_worker, self.webhook_worker,
+                               self.worker) if w is not None]
+        self.llm_worker = self.bulk_worker = self.webhook_worker = self.worker = None
         if workers:
             stop_workers(workers, self.settings.worker_stop_grace_s + 30.0)
             if self.runtime is not None:

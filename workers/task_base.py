@@ -24,6 +24,7 @@ from shared.platform.errors import AppError, CommandInvalid, JobRunning, Transie
 from shared.platform.logs import get_logger
 from shared.platform.settings import get_settings
 from shared.records.commands import Command
+from shared.webhooks.events import JobEnd
 from workers.bootstrap import get_runtime
 
 C = TypeVar("C", bound=Command)
@@ -131,6 +132,7 @@ class MemoryTask(Task[Any, dict[str, Any]]):
         result = getattr(self.request, _RESULT, None)
         if self.tracks_job and result is not None and not time_limits.abandoned():
             get_runtime().jobs.mark_succeeded(task_id, result)
+            self._emit_webhooks(task_id, kwargs, result=result)
 
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
@@ -143,6 +145,20 @@ class MemoryTask(Task[Any, dict[str, Any]]):
                   **_origin(task_id, kwargs))
         if self.tracks_job:
             get_runtime().jobs.mark_failed(task_id, error_body(exc), dict(kwargs or {}))
+            self._emit_webhooks(task_id, kwargs, error=error_body(exc))
+
+    def _emit_webhooks(self, task_id: str, kwargs: Any, result: dict[str, Any] | None = None,
+                       error: dict[str, Any] | None = None) -> None:
+        """The job's webhook events, right where its outcome is recorded: once per job
+        (their ids come from the job's), and never failing it (`Webhooks.emit`)."""
+        command = kwargs.get("command") if isinstance(kwargs, dict) else None
+        if not isinstance(command, dict):
+            return
+        request = command.get("request")
+        fields = {**request, **command} if isinstance(request, dict) else command
+        tenant, user = fields.get("tenant_id"), fields.get("user_id")
+        if isinstance(tenant, str) and isinstance(user, str):
+            get_runtime().webhooks.emit(JobEnd(tenant, user, task_id, self.name, result, error))
 
     def run_command(
         self,

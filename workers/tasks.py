@@ -26,6 +26,7 @@ from workers.bootstrap import get_runtime
 from workers.celery_app import app
 from workers.llm_task import LLMTask
 from workers.task_base import MemoryTask, ReindexTask
+from workers.webhook_tasks import deliver_webhook  # noqa: F401  (registers webhook.deliver)
 
 # Every worker process counts its task runs (shared/platform/metrics.py).
 task_metrics.connect(lambda: get_runtime().redis)

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import httpx
 
 from shared.client import calls
+from shared.client import webhook_calls as webhooks
 from shared.client.calls import Call, RetryPolicy
 from shared.client.errors import ConnectionFailed, JobTimeout
 from shared.records.schemas import (
@@ -26,6 +27,7 @@ from shared.records.schemas import (
     SaveResult,
     SearchResponse,
 )
+from shared.records.webhooks import DeliveryList, EventKind, WebhookCreated, WebhookList
 
 T = TypeVar("T")
 
@@ -152,3 +154,23 @@ class AsyncMemorydClient:
 
     async def metrics(self, token: str | None = None) -> str:
         return await self._run(calls.metrics(token))
+
+    # ---- webhooks (the `admin` scope) ---------------------------------------------
+
+    async def create_webhook(self, url: str, events: Sequence[EventKind | str], *,
+                             include_content: bool = False,
+                             description: str | None = None) -> WebhookCreated:
+        """Register an endpoint; the answer's `secret` is shown this once."""
+        return await self._run(webhooks.create(url, events, include_content, description))
+
+    async def list_webhooks(self) -> WebhookList:
+        return await self._run(webhooks.list_all())
+
+    async def delete_webhook(self, webhook_id: str) -> None:
+        await self._run(webhooks.remove(webhook_id))
+
+    async def rotate_webhook_secret(self, webhook_id: str) -> WebhookCreated:
+        return await self._run(webhooks.rotate_secret(webhook_id))
+
+    async def webhook_deliveries(self, webhook_id: str, limit: int = 50) -> DeliveryList:
+        return await self._run(webhooks.deliveries(webhook_id, limit))

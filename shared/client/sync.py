@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import httpx
 
 from shared.client import calls
+from shared.client import webhook_calls as webhooks
 from shared.client.calls import Call, RetryPolicy
 from shared.client.errors import ConnectionFailed, JobTimeout
 from shared.records.schemas import (
@@ -25,6 +26,7 @@ from shared.records.schemas import (
     SaveResult,
     SearchResponse,
 )
+from shared.records.webhooks import DeliveryList, EventKind, WebhookCreated, WebhookList
 
 T = TypeVar("T")
 
@@ -155,3 +157,23 @@ class MemorydClient:
 
     def metrics(self, token: str | None = None) -> str:
         return self._run(calls.metrics(token))
+
+    # ---- webhooks (the `admin` scope) ---------------------------------------------
+
+    def create_webhook(self, url: str, events: Sequence[EventKind | str], *,
+                       include_content: bool = False,
+                       description: str | None = None) -> WebhookCreated:
+        """Register an endpoint; the answer's `secret` is shown this once."""
+        return self._run(webhooks.create(url, events, include_content, description))
+
+    def list_webhooks(self) -> WebhookList:
+        return self._run(webhooks.list_all())
+
+    def delete_webhook(self, webhook_id: str) -> None:
+        self._run(webhooks.remove(webhook_id))
+
+    def rotate_webhook_secret(self, webhook_id: str) -> WebhookCreated:
+        return self._run(webhooks.rotate_secret(webhook_id))
+
+    def webhook_deliveries(self, webhook_id: str, limit: int = 50) -> DeliveryList:
+        return self._run(webhooks.deliveries(webhook_id, limit))

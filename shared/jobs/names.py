@@ -13,6 +13,8 @@ class QueueName(StrEnum):
     # Bulk work (imports, backfill interactions, re-embedding, retention purges), on worker
     # capacity of its own: one tenant's backlog never holds up another's saves.
     BULK = "bulk"
+    # Webhook deliveries: a slow or failing receiver holds only this queue's capacity.
+    WEBHOOKS = "webhooks"
 
 
 class TaskName(StrEnum):
@@ -29,6 +31,7 @@ class TaskName(StrEnum):
     PURGE_EXPIRED = "memory.purge_expired"  # retention: delete what expired (beat / timer)
     EXTRACT_LLM = "memory.extract_llm"  # an interaction through the LLM extractor
     ERASE = "memory.erase"  # forgotten text out of the files (shared/memories/erasure.py; periodic)
+    WEBHOOK_DELIVER = "webhook.deliver"  # one attempt of one delivery (shared/webhooks/)
 
 
 QUEUE_OF: dict[TaskName, QueueName] = {
@@ -45,6 +48,7 @@ QUEUE_OF: dict[TaskName, QueueName] = {
     TaskName.PURGE_EXPIRED: QueueName.BULK,
     TaskName.EXTRACT_LLM: QueueName.LLM,
     TaskName.ERASE: QueueName.MEMORY,
+    TaskName.WEBHOOK_DELIVER: QueueName.WEBHOOKS,
 }
 
 

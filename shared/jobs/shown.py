@@ -21,7 +21,7 @@ from typing import Any
 SHOWN = frozenset({
     "tenant_id", "user_id", "request_id", "thread_id", "memory_id", "job_id", "scope",
     "project", "extract", "type", "source", "received_at", "occurred_at", "before", "after",
-    "expires_at", "outcome", "duplicate_of", "supersedes", "status",
+    "expires_at", "outcome", "duplicate_of", "supersedes", "status", "delivery_id",
 })
 MAX_SHOWN_CHARS = 80
 

@@ -207,6 +207,26 @@ class Settings(BaseSettings):
     # apart from the threads that run saves, edits, forgets and ordinary interactions.
     bulk_worker_concurrency: int = Field(1, ge=1, le=64)
 
+    # Webhooks (shared/webhooks/): deliveries run on the `webhooks` queue, each attempt
+    # within a short connect and read timeout, retried with exponential backoff
+    # (base * 2^(attempt-1), capped) up to `webhook_max_attempts` attempts.
+    webhook_connect_timeout_s: float = Field(3.0, gt=0, le=30)
+    webhook_timeout_s: float = Field(10.0, gt=0, le=60)  # the whole attempt, read included
+    webhook_max_attempts: int = Field(8, ge=1, le=20)
+    webhook_backoff_base_s: float = Field(5.0, gt=0)
+    webhook_backoff_max_s: float = Field(300.0, gt=0)
+    webhook_max_endpoints: int = Field(20, ge=1, le=1000)  # per tenant
+    webhook_deliveries_kept: int = Field(100, ge=1, le=10_000)  # per endpoint, newest kept
+    webhook_delivery_ttl_s: int = Field(7 * 24 * 3600, ge=60)
+    # Endpoint hosts: loopback, link-local, unspecified, multicast and reserved addresses
+    # are refused, and private ranges (RFC 1918, fc00::/7, 100.64/10) unless
+    # `webhook_allow_private`; `webhook_allow_hosts` (comma-separated host names, addresses
+    # or CIDR networks) allows any of them. Checked at registration and at every delivery.
+    webhook_allow_private: bool = False
+    webhook_allow_hosts: str = ""
+    # Embedded mode: threads on the webhooks queue, apart from every other queue's.
+    webhook_worker_concurrency: int = Field(2, ge=1, le=64)
+
     @field_validator("redis_url")
     @classmethod
     def _redis_scheme(cls, value: str) -> str:
@@ -233,7 +253,7 @@ class Settings(BaseSettings):
             raise ValueError("job_soft_time_limit_s must be below job_time_limit_s")
         # A message unacked past the visibility timeout is delivered again: every run and
         # every retry delay must end well before that.
-        for name in ("task_retry_backoff_max_s", "job_time_limit_s"):
+        for name in ("task_retry_backoff_max_s", "job_time_limit_s", "webhook_backoff_max_s"):
             if getattr(self, name) >= self.broker_visibility_timeout_s:
                 raise ValueError(f"{name} must be below broker_visibility_timeout_s")
         if self.env == "production":

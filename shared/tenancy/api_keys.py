@@ -233,6 +233,9 @@ _ADMIN: dict[tuple[str, str], frozenset[KeyScope]] = {
 }
 
 
+# A tenant's webhook endpoints send its events (and, if asked, its memories' text) out:
+# admin only, reads included.
+WEBHOOKS_PREFIX = "/v1/webhooks"
 # Store-wide routes: they act on (or describe) every tenant's data at once.
 OPERATOR_PREFIX = "/v1/admin/"
 
@@ -248,6 +251,8 @@ def required_scopes(method: str, path_template: str) -> frozenset[KeyScope]:
         return _ADMIN[(method, path_template)]
     if is_operator_route(path_template):
         return OPERATOR_SCOPES
+    if path_template.startswith(WEBHOOKS_PREFIX):
+        return frozenset({KeyScope.ADMIN})
     if method in ("GET", "HEAD", "OPTIONS") or path_template in _READ_POSTS:
         return frozenset({KeyScope.READ})
     return frozenset({KeyScope.WRITE})
