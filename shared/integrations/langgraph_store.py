@@ -215,13 +215,15 @@ class MemorydStore(BaseStore):
         if self.client is None:
             raise RuntimeError("this MemorydStore has only an AsyncMemorydClient: use abatch, "
                                "or build it with a MemorydClient")
-        return [self._drive(self.client, self._plan(op)) for op in ops]
+        plans = [self._plan(op) for op in ops]
+        return [self._drive(self.client, plan) for plan in plans]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """The operations in order, each seeing the writes before it."""
         if self.aclient is None:
             return await asyncio.to_thread(self.batch, list(ops))
-        return [await self._adrive(self.aclient, self._plan(op)) for op in ops]
+        plans = [self._plan(op) for op in ops]
+        return [await self._adrive(self.aclient, plan) for plan in plans]
 
     # ---- drivers: run a plan's calls on one client ---------------------------------------
 
@@ -260,34 +262,44 @@ class MemorydStore(BaseStore):
     # ---- plans --------------------------------------------------------------------------
 
     def _plan(self, op: Op) -> Plan[Result]:
+        """The operation, checked now: a batch sends nothing unless all its ops are valid."""
         if isinstance(op, GetOp):
-            return self._get(op)
+            return self._get(self._place(op.namespace, "namespace"), _key(op.key))
         if isinstance(op, PutOp):
-            return self._put(op)
+            place, key = self._place(op.namespace, "namespace"), _key(op.key)
+            if op.ttl is not None:
+                raise StoreInputError("MemorydStore does not support TTLs: pass ttl=None",
+                                      field="ttl")
+            return self._put(place, key, None if op.value is None else _value(op.value))
         if isinstance(op, SearchOp):
-            return self._search(op)
+            place = self._place(op.namespace_prefix, "namespace_prefix")
+            _page_bounds(op.limit, op.offset)
+            end = op.offset + op.limit
+            if not op.query:
+                return self._list(place, _list_filters(op.filter), op.offset, end)
+            if end > _MAX_TOP_K:
+                raise StoreInputError(f"offset + limit is {end}; a search returns at most "
+                                      f"{_MAX_TOP_K}", field="limit")
+            return self._search(place, op.query, _search_filters(op.filter), op.offset, end)
         if isinstance(op, ListNamespacesOp):
+            _page_bounds(op.limit, op.offset)
+            for condition in op.match_conditions or ():
+                if condition.match_type not in ("prefix", "suffix"):
+                    raise StoreInputError(f"match type {condition.match_type!r} is neither "
+                                          "prefix nor suffix", field="match_conditions")
             return self._list_namespaces(op)
         raise StoreInputError(f"unknown operation {type(op).__name__}", field="op")
 
-    def _get(self, op: GetOp) -> Plan[Result]:
-        place = self._place(op.namespace, "namespace")
-        key = _key(op.key)
+    def _get(self, place: Place, key: str) -> Plan[Result]:
         memory = yield from self._find(place, key)
         return None if memory is None else self._item(place, memory)
 
-    def _put(self, op: PutOp) -> Plan[Result]:
-        place = self._place(op.namespace, "namespace")
-        key = _key(op.key)
-        if op.ttl is not None:
-            raise StoreInputError("MemorydStore does not support TTLs: pass ttl=None",
-                                  field="ttl")
-        if op.value is None:
+    def _put(self, place: Place, key: str, value: dict[str, Any] | None) -> Plan[Result]:
+        if value is None:
             found = yield from self._find(place, key)
             if found is not None:
                 yield from self._forget(place, found.id)
             return None
-        value = _value(op.value)
         if _is_uuid(key):
             # A memory not written through the store, addressed by its id: replaced by the
             # named slot, so the key keeps naming one memory.
@@ -304,22 +316,15 @@ class MemorydStore(BaseStore):
                 yield from self._save(place, key, value)
         return None
 
-    def _search(self, op: SearchOp) -> Plan[Result]:
-        place = self._place(op.namespace_prefix, "namespace_prefix")
-        if op.offset < 0 or op.limit < 1:
-            raise StoreInputError("limit must be at least 1 and offset at least 0",
-                                  field="limit")
-        end = op.offset + op.limit
-        if op.query:
-            if end > _MAX_TOP_K:
-                raise StoreInputError(f"offset + limit is {end}; a search returns at most "
-                                      f"{_MAX_TOP_K}", field="limit")
-            options = _search_filters(op.filter)
-            found: SearchResponse = yield ("search", (place.user, op.query),
-                                           {"top_k": end, **place.scope, **options})
-            return [self._search_item(place, hit.memory, hit.score)
-                    for hit in found.results[op.offset:end]]
-        filters = _list_filters(op.filter)
+    def _search(self, place: Place, query: str, options: dict[str, Any], offset: int,
+                end: int) -> Plan[Result]:
+        found: SearchResponse = yield ("search", (place.user, query),
+                                       {"top_k": end, **place.scope, **options})
+        return [self._search_item(place, hit.memory, hit.score)
+                for hit in found.results[offset:end]]
+
+    def _list(self, place: Place, filters: dict[str, Any], offset: int,
+              end: int) -> Plan[Result]:
         items: list[MemoryView] = []
         cursor: str | None = None
         while len(items) < end:
@@ -330,12 +335,9 @@ class MemorydStore(BaseStore):
             cursor = page.next_cursor
             if cursor is None:
                 break
-        return [self._search_item(place, memory, None) for memory in items[op.offset:end]]
+        return [self._search_item(place, memory, None) for memory in items[offset:end]]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> Plan[Result]:
-        if op.offset < 0 or op.limit < 1:
-            raise StoreInputError("limit must be at least 1 and offset at least 0",
-                                  field="limit")
         conditions = op.match_conditions or ()
         if any(c.match_type == "prefix" and c.path and c.path[0] not in ("*", self.root)
                for c in conditions):
@@ -499,6 +501,13 @@ def _value_of(memory: MemoryView) -> dict[str, Any]:
     return {"content": memory.content}
 
 
+def _page_bounds(limit: int, offset: int) -> None:
+    if limit < 1:
+        raise StoreInputError(f"limit must be at least 1, got {limit}", field="limit")
+    if offset < 0:
+        raise StoreInputError(f"offset must be at least 0, got {offset}", field="offset")
+
+
 def _is_uuid(value: str) -> bool:
     try:
         return str(uuid.UUID(value)) == value.lower()
@@ -552,9 +561,6 @@ def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
         return False
     if condition.match_type == "prefix":
         pairs = zip(namespace, path, strict=False)
-    elif condition.match_type == "suffix":
-        pairs = zip(reversed(namespace), reversed(path), strict=False)
     else:
-        raise StoreInputError(f"match type {condition.match_type!r} is neither prefix nor "
-                              "suffix", field="match_conditions")
+        pairs = zip(reversed(namespace), reversed(path), strict=False)
     return all(p == "*" or n == p for n, p in pairs)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
@@ -165,6 +166,13 @@ def test_bad_keys_values_and_ttl_are_refused(store: MemorydStore) -> None:
         with pytest.raises(StoreInputError) as refused:
             store.batch([op])
         assert refused.value.field == field
+    # One bad op refuses its whole batch before anything is sent.
+    with pytest.raises(NamespaceError):
+        store.batch([PutOp(ns, "ok", {"content": "kept out"}),
+                     PutOp(("memories", "*"), "k", {"content": "x"})])
+    with pytest.raises(StoreInputError) as refused:
+        store.batch([PutOp(ns, "ok", {"content": "kept out"}), ListNamespacesOp(limit=0)])
+    assert refused.value.field == "limit"
     assert store.search(ns) == []
 
 
@@ -276,3 +284,19 @@ def test_memories_from_chat_are_items_keyed_by_id(store: MemorydStore,
     assert (now.key, now.content) == (memory.id, "I play the cello and the piano")
     store.delete(ns, memory.id)
     assert client.list(user).items == []
+
+
+def test_the_documented_snippet_runs(base_url: str, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/integrations.md's LangGraph block, run as written but for a user of its own."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
+    section = text.split("## LangGraph / LangMem", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    user = _user()
+    monkeypatch.setenv("MEMORYD_URL", base_url)
+    monkeypatch.setenv("MEMORYD_API_KEY", KEY_A)
+    exec(compile(code.replace('"alice"', repr(user)), "integrations.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "{'content': 'Alice is vegetarian'}" in out and "Porto" in out
+    with MemorydClient(base_url, KEY_A) as client:
+        assert len(client.list(user).items) == 2
