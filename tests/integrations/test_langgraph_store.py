@@ -5,6 +5,9 @@ user and tenant, and hostile namespace elements are refused before anything is s
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -300,3 +303,15 @@ def test_the_documented_snippet_runs(base_url: str, monkeypatch: pytest.MonkeyPa
     assert "{'content': 'Alice is vegetarian'}" in out and "Porto" in out
     with MemorydClient(base_url, KEY_A) as client:
         assert len(client.list(user).items) == 2
+
+
+def test_without_langgraph_the_import_names_the_extra() -> None:
+    blocked = ("import sys\n"
+               "for name in ('langgraph', 'langgraph.store', 'langgraph.store.base'):\n"
+               "    sys.modules[name] = None\n"
+               "import shared.integrations.langgraph_store\n")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True,
+                          cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, timeout=120)
+    assert done.returncode != 0
+    assert "ImportError" in done.stderr and "pip install 'memoryd[langgraph]'" in done.stderr
