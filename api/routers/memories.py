@@ -97,12 +97,13 @@ def list_memories(
     sort: Annotated[str, Query(pattern="^(created_at|updated_at|importance)$")] = "created_at",
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=4096)] = None,
+    key: Annotated[str | None, Query(max_length=128, description="the named slot")] = None,
 ) -> MemoryPage:
     """Newest (or most important) first; pass `next_cursor` back for the next page."""
     check_page(limit, rt.settings)
     return reads.list_memories(
         rt.read_path(), owner_of(tenant, user_id), type=type, tag=tag, scope=scope, project=project,
-        sort=sort, limit=limit, cursor=cursor,
+        sort=sort, limit=limit, cursor=cursor, key=key,
     )
 
 

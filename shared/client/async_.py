@@ -26,6 +26,7 @@ from shared.records.schemas import (
     Message,
     SaveResult,
     SearchResponse,
+    UserPage,
 )
 from shared.records.webhooks import DeliveryList, EventKind, WebhookCreated, WebhookList
 
@@ -115,6 +116,11 @@ class AsyncMemorydClient:
 
     async def get(self, user_id: str, memory_id: str) -> MemoryView:
         return await self._run(calls.get(user_id, memory_id))
+
+    async def users(self, *, limit: int | None = None, cursor: str | None = None,
+                    prefix: str | None = None) -> UserPage:
+        """The tenant's users with at least one memory, by id (`next_cursor`: the last id)."""
+        return await self._run(calls.users(limit, cursor, prefix))
 
     async def history(self, user_id: str, memory_id: str) -> MemoryHistory:
         return await self._run(calls.history(user_id, memory_id))

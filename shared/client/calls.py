@@ -34,6 +34,7 @@ from shared.records.schemas import (
     SearchRequest,
     SearchResponse,
     UpdateRequest,
+    UserPage,
 )
 
 T = TypeVar("T")
@@ -182,6 +183,12 @@ def forget(
                     params=_params(user_id=user_id, wait=wait))
     return Call("DELETE", "/v1/memories", _job_or_result, params=_params(
         user_id=user_id, thread_id=thread_id, before=before, after=after, all=all, wait=wait))
+
+
+def users(limit: int | None = None, cursor: str | None = None,
+          prefix: str | None = None) -> Call[UserPage]:
+    return Call("GET", "/v1/users", _model(UserPage),
+                params=_params(limit=limit, cursor=cursor, prefix=prefix))
 
 
 def history(user_id: str, memory_id: str) -> Call[MemoryHistory]:

@@ -25,6 +25,7 @@ from shared.records.schemas import (
     Message,
     SaveResult,
     SearchResponse,
+    UserPage,
 )
 from shared.records.webhooks import DeliveryList, EventKind, WebhookCreated, WebhookList
 
@@ -116,6 +117,11 @@ class MemorydClient:
 
     def get(self, user_id: str, memory_id: str) -> MemoryView:
         return self._run(calls.get(user_id, memory_id))
+
+    def users(self, *, limit: int | None = None, cursor: str | None = None,
+              prefix: str | None = None) -> UserPage:
+        """The tenant's users with at least one memory, by id (`next_cursor`: the last id)."""
+        return self._run(calls.users(limit, cursor, prefix))
 
     def history(self, user_id: str, memory_id: str) -> MemoryHistory:
         return self._run(calls.history(user_id, memory_id))

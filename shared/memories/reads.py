@@ -286,6 +286,7 @@ def list_memories(
     sort: str,
     limit: int,
     cursor: str | None,
+    key: str | None = None,
 ) -> MemoryPage:
     # Earlier versions of a memory show in its history, not in the list.
     conds: list[Condition] = [*live_conditions(rp.settings, owner.tenant_id),
@@ -298,6 +299,8 @@ def list_memories(
         conds.append(Match("scope", scope.value))
     if project is not None:
         conds.append(Match("project", project))
+    if key is not None:
+        conds.append(Match("key", key))
     after = decode_cursor(cursor, sort) if cursor else None
     points, position = rp.store.page(owner, conds, limit, sort, after)
     return MemoryPage(
