@@ -23,7 +23,7 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from shared.client import AsyncMemorydClient, JobTimeout, MemorydError
 from shared.platform.errors import AppError, InvalidInput, field_path
@@ -158,26 +158,25 @@ def build_server(resolve: Resolver, *, wait_s: float, ledger: JobLedger | None =
     jobs = ledger if ledger is not None else JobLedger()
     server: MCPServer[Any] = MCPServer(name, instructions=INSTRUCTIONS)
 
-    async def written(b: Binding, accepted: object) -> dict[str, Any]:
-        """The job a write made, recorded for read-your-writes, and its outcome when it ends
-        within `wait_s`. The client answers a write sent without `?wait=` with its job."""
-        if not isinstance(accepted, JobAccepted):
-            raise TypeError(f"a write without ?wait= answered {type(accepted).__name__}")
-        jobs.add(b.conversation, accepted.job_id)
-        view: JobView | None = None
-        if wait_s > 0:
-            try:
-                view = await b.client.wait(accepted.job_id, timeout=wait_s)
-            except JobTimeout as exc:
-                view = exc.job
-        return job_answer(b, view) if view is not None else {
-            "job": accepted.model_dump(mode="json"), "done": False}
+    def still_running(b: Binding, accepted: JobAccepted) -> dict[str, Any]:
+        jobs.add(b.conversation, accepted.job_id)  # what this conversation's reads wait for
+        return {"done": False, "job_id": accepted.job_id, "status": accepted.status.value}
+
+    async def waited(b: Binding, answer: object) -> dict[str, Any]:
+        """A write sent with `?wait=`: its outcome when the job ended within the wait (a job
+        that failed was raised as its error), else the job, recorded for read-your-writes."""
+        if isinstance(answer, JobAccepted):
+            return still_running(b, answer)
+        outcome = answer.model_dump(mode="json", exclude_none=True) if isinstance(
+            answer, BaseModel) else answer
+        return {"done": True, "status": "succeeded", "outcome": outcome}
 
     def job_answer(b: Binding, view: JobView) -> dict[str, Any]:
         done = view.status.value in _FINAL
         if done:
             jobs.done(b.conversation, view.job_id)
-        return {"job": view.model_dump(mode="json", exclude_none=True), "done": done}
+        return {"done": done, "job_id": view.job_id, "status": view.status.value,
+                **_given(kind=view.kind, outcome=view.result, error=view.error)}
 
     @server.tool(annotations=_ADD)
     async def add_memory(
@@ -204,13 +203,22 @@ def build_server(resolve: Resolver, *, wait_s: float, ledger: JobLedger | None =
                                    field="tags" if tags is not None else "importance")
             async with resolve(ctx) as b:
                 if text is not None:
-                    submitted = await b.client.save(b.user_id, text, **_given(
-                        thread_id=thread_id, project=project, tags=tags, importance=importance))
-                else:
-                    submitted = await b.client.add_interaction(b.user_id, messages or [],
-                                                               **_given(thread_id=thread_id,
-                                                                        project=project))
-                return await written(b, submitted)
+                    return await waited(b, await b.client.save(
+                        b.user_id, text, wait=wait_s, **_given(
+                            thread_id=thread_id, project=project, tags=tags,
+                            importance=importance)))
+                accepted = await b.client.add_interaction(
+                    b.user_id, messages or [], **_given(thread_id=thread_id, project=project))
+                # /v1/interactions has no `?wait=`: the job is polled, for as long.
+                still_running(b, accepted)
+                try:
+                    view = await b.client.wait(accepted.job_id, timeout=wait_s)
+                except JobTimeout as exc:
+                    view = exc.job
+                if view.status.value == "failed" and view.error:
+                    raise MemorydError(str(view.error.get("message", "the job failed")),
+                                       code=str(view.error.get("code", "job_failed")))
+                return job_answer(b, view)
 
     @server.tool(annotations=_CHANGE)
     async def update_memory(
@@ -226,16 +234,16 @@ def build_server(resolve: Resolver, *, wait_s: float, ledger: JobLedger | None =
         stays in its history."""
         with tool_errors():
             async with resolve(ctx) as b:
-                submitted = await b.client.update(b.user_id, memory_id, **_given(
-                    content=content, tags=tags, importance=importance, enabled=enabled))
-                return await written(b, submitted)
+                return await waited(b, await b.client.update(
+                    b.user_id, memory_id, wait=wait_s, **_given(
+                        content=content, tags=tags, importance=importance, enabled=enabled)))
 
     @server.tool(annotations=_CHANGE)
     async def delete_memory(ctx: Context[Any, Any], memory_id: MemoryId) -> dict[str, Any]:
         """Forget one memory: it is removed, and its history keeps no content."""
         with tool_errors():
             async with resolve(ctx) as b:
-                return await written(b, await b.client.forget(b.user_id, memory_id))
+                return await waited(b, await b.client.forget(b.user_id, memory_id, wait=wait_s))
 
     @server.tool(annotations=_CHANGE)
     async def delete_all_memories(
@@ -251,7 +259,7 @@ def build_server(resolve: Resolver, *, wait_s: float, ledger: JobLedger | None =
                                    f"every memory of this user; nothing was deleted",
                                    field="confirm")
             async with resolve(ctx) as b:
-                return await written(b, await b.client.forget(b.user_id, all=True))
+                return await waited(b, await b.client.forget(b.user_id, all=True, wait=wait_s))
 
     @server.tool(annotations=_READ)
     async def search_memories(

@@ -9,11 +9,12 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import httpx2
 from conftest import KEY_A, KEY_B
@@ -22,13 +23,12 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
+from shared.tenancy.api_keys import ApiKeyStore, KeyScope
+
 REPO = Path(__file__).resolve().parents[2]
 READS = {"search_memories", "list_memories", "get_memory", "memory_history", "job_status"}
 CHANGES = {"update_memory", "delete_memory", "delete_all_memories"}
 TOOLS = READS | CHANGES | {"add_memory"}
-
-Opener = Callable[[str, str], Any]  # (key, user) -> async context manager of a session
-
 
 @asynccontextmanager
 async def stdio_session(base_url: str, key: str, user: str) -> AsyncIterator[ClientSession]:
@@ -78,15 +78,15 @@ async def refused(session: ClientSession, tool: str, **arguments: Any) -> str:
 
 
 async def settled(session: ClientSession, answer: dict[str, Any]) -> dict[str, Any]:
-    """The job of a write tool's answer once it ended (job_status while it runs)."""
+    """The outcome of a write tool's answer once its job ended (job_status while it runs)."""
     deadline = time.monotonic() + 30
     while not answer["done"]:
         assert time.monotonic() < deadline, answer
         await asyncio.sleep(0.1)
-        answer = await call(session, "job_status", job_id=answer["job"]["job_id"])
-    assert answer["job"]["status"] == "succeeded", answer
-    job: dict[str, Any] = answer["job"]
-    return job
+        answer = await call(session, "job_status", job_id=answer["job_id"])
+    assert answer["status"] == "succeeded", answer
+    outcome: dict[str, Any] = answer["outcome"]
+    return outcome
 
 
 async def check_tools(session: ClientSession) -> None:
@@ -108,7 +108,8 @@ async def scenario(session: ClientSession, others: list[ClientSession]) -> None:
 
     saved = await settled(session, await call(
         session, "add_memory", text="I moved to Berlin in March 2024", tags=["home"]))
-    memory_id = saved["result"]["memory"]["id"]
+    assert saved["outcome"] == "added", saved
+    memory_id = saved["memory"]["id"]
     hits = (await call(session, "search_memories", query="where do I live?", limit=3))["results"]
     assert memory_id in [h["memory"]["id"] for h in hits]
     assert 0 <= hits[0]["score"] <= 1
@@ -116,7 +117,9 @@ async def scenario(session: ClientSession, others: list[ClientSession]) -> None:
     turn = await settled(session, await call(session, "add_memory", thread_id="t1", messages=[
         {"role": "user", "content": "My favourite food is hotpot"},
         {"role": "assistant", "content": "Noted!"}]))
-    assert turn["kind"] == "memory.ingest", turn
+    assert [m["content"] for m in turn["memories"]] == ["User's favourite food is hotpot"]
+    food = (await call(session, "search_memories", query="what food do I like?"))["results"]
+    assert food[0]["memory"]["id"] == turn["memories"][0]["id"]
     listed = (await call(session, "list_memories", limit=10))["items"]
     assert memory_id in [m["id"] for m in listed]
 
@@ -157,14 +160,31 @@ async def scenario(session: ClientSession, others: list[ClientSession]) -> None:
 
 
 def run(opener: Callable[[str, str], Any], user: str) -> None:
+    """The scenario with three sessions opened at once (a stdio server starts in seconds):
+    the user's, another tenant's key for the same user id, and another user of this key."""
+    callers = ((KEY_A, user), (KEY_B, user), (KEY_A, f"{user}-other"))
+
     async def main() -> None:
-        async with AsyncExitStack() as stack:
-            opened: list[Awaitable[ClientSession]] = [
-                stack.enter_async_context(opener(key, who))
-                for key, who in ((KEY_A, user), (KEY_B, user), (KEY_A, f"{user}-other"))
-            ]
-            session, *others = [await s for s in opened]
-            await scenario(session, others)
+        sessions: list[ClientSession | None] = [None] * len(callers)
+        opened, finished = anyio.Event(), anyio.Event()
+
+        async def hold(i: int, key: str, who: str) -> None:
+            async with opener(key, who) as session:
+                sessions[i] = session
+                if all(sessions):
+                    opened.set()
+                await finished.wait()
+
+        async with anyio.create_task_group() as tasks:
+            for i, (key, who) in enumerate(callers):
+                tasks.start_soon(hold, i, key, who)
+            with anyio.fail_after(120):
+                await opened.wait()
+            try:
+                session, *others = [s for s in sessions if s is not None]
+                await scenario(session, others)
+            finally:
+                finished.set()
 
     asyncio.run(main())
 
@@ -200,3 +220,24 @@ def test_http_refuses_without_key_or_user(base_url: str) -> None:
                        headers={"Authorization": f"Bearer {KEY_A}", "X-Memoryd-User": "u1"})
         assert ok.status_code == 200, ok.text
         assert ok.json()["result"]["serverInfo"]["name"] == "memoryd"
+
+
+def test_http_scopes_are_the_rest_apis(stack: Any, base_url: str) -> None:
+    """A read-only key made with `memoryd keys` searches through /mcp but cannot write."""
+    keys = ApiKeyStore(stack.runtime.redis)
+    key, info = keys.create("tenant-a", frozenset({KeyScope.READ}), name="test-mcp-read")
+    user = f"u1-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> None:
+        async with http_session(base_url, key, user) as session:
+            assert (await call(session, "search_memories", query="anything"))["results"] == []
+            assert (await refused(session, "add_memory", text="I like tea")).startswith(
+                "forbidden (field scope):")
+            assert (await refused(session, "delete_all_memories",
+                                  confirm="DELETE ALL MEMORIES")).startswith(
+                "forbidden (field scope):")
+
+    try:
+        asyncio.run(main())
+    finally:
+        keys.revoke(info.id)
