@@ -287,6 +287,7 @@ def mcp(
     from pydantic import TypeAdapter
 
     from shared.integrations.mcp_stdio import serve_stdio
+    from shared.platform.logs import configure_logging
     from shared.records.schemas import Identifier
     from workers.cli_ops import resolve_target
 
@@ -297,6 +298,7 @@ def mcp(
         cli_commands.err.print(f"invalid --user: {exc.errors()[0]['msg']}", highlight=False)
         raise typer.Exit(2) from exc
     target = resolve_target(url, key, data_dir)
+    configure_logging(settings.log_level, settings.log_json)  # to stderr: stdout is MCP's
     anyio.run(functools.partial(serve_stdio, target.url, target.key, user,
                                 wait_s=settings.mcp_wait_s))
 
