@@ -162,7 +162,7 @@ def build_server(resolve: Resolver, *, wait_s: float, ledger: JobLedger | None =
         jobs.add(b.conversation, accepted.job_id)  # what this conversation's reads wait for
         return {"done": False, "job_id": accepted.job_id, "status": accepted.status.value}
 
-    async def waited(b: Binding, answer: object) -> dict[str, Any]:
+    def waited(b: Binding, answer: object) -> dict[str, Any]:
         """A write sent with `?wait=`: its outcome when the job ended within the wait (a job
         that failed was raised as its error), else the job, recorded for read-your-writes."""
         if isinstance(answer, JobAccepted):
@@ -203,7 +203,7 @@ def build_server(resolve: Resolver, *, wait_s: float, ledger: JobLedger | None =
                                    field="tags" if tags is not None else "importance")
             async with resolve(ctx) as b:
                 if text is not None:
-                    return await waited(b, await b.client.save(
+                    return waited(b, await b.client.save(
                         b.user_id, text, wait=wait_s, **_given(
                             thread_id=thread_id, project=project, tags=tags,
                             importance=importance)))
@@ -215,10 +215,12 @@ def build_server(resolve: Resolver, *, wait_s: float, ledger: JobLedger | None =
                     view = await b.client.wait(accepted.job_id, timeout=wait_s)
                 except JobTimeout as exc:
                     view = exc.job
-                if view.status.value == "failed" and view.error:
-                    raise MemorydError(str(view.error.get("message", "the job failed")),
-                                       code=str(view.error.get("code", "job_failed")))
-                return job_answer(b, view)
+                answer = job_answer(b, view)
+                if view.status.value == "failed":  # as `?wait=` answers a failed job
+                    error = view.error or {}
+                    raise MemorydError(str(error.get("message", "the job failed")),
+                                       code=str(error.get("code", "job_failed")))
+                return answer
 
     @server.tool(annotations=_CHANGE)
     async def update_memory(
@@ -234,7 +236,7 @@ def build_server(resolve: Resolver, *, wait_s: float, ledger: JobLedger | None =
         stays in its history."""
         with tool_errors():
             async with resolve(ctx) as b:
-                return await waited(b, await b.client.update(
+                return waited(b, await b.client.update(
                     b.user_id, memory_id, wait=wait_s, **_given(
                         content=content, tags=tags, importance=importance, enabled=enabled)))
 
@@ -243,7 +245,7 @@ def build_server(resolve: Resolver, *, wait_s: float, ledger: JobLedger | None =
         """Forget one memory: it is removed, and its history keeps no content."""
         with tool_errors():
             async with resolve(ctx) as b:
-                return await waited(b, await b.client.forget(b.user_id, memory_id, wait=wait_s))
+                return waited(b, await b.client.forget(b.user_id, memory_id, wait=wait_s))
 
     @server.tool(annotations=_CHANGE)
     async def delete_all_memories(
@@ -259,7 +261,7 @@ def build_server(resolve: Resolver, *, wait_s: float, ledger: JobLedger | None =
                                    f"every memory of this user; nothing was deleted",
                                    field="confirm")
             async with resolve(ctx) as b:
-                return await waited(b, await b.client.forget(b.user_id, all=True, wait=wait_s))
+                return waited(b, await b.client.forget(b.user_id, all=True, wait=wait_s))
 
     @server.tool(annotations=_READ)
     async def search_memories(

@@ -101,7 +101,7 @@ async def check_tools(session: ClientSession) -> None:
     assert "DELETE ALL MEMORIES" in (tools["delete_all_memories"].description or "")
 
 
-async def scenario(session: ClientSession, others: list[ClientSession]) -> None:
+async def scenario(session: ClientSession, others: list[ClientSession], user: str) -> None:
     """`session` writes and reads one user's memories; each of `others` (another tenant's
     key, or the same key for another user) must see none of them."""
     await check_tools(session)
@@ -145,6 +145,9 @@ async def scenario(session: ClientSession, others: list[ClientSession]) -> None:
     # Tenancy: neither another tenant's key nor another user of this key sees anything.
     for other in others:
         assert (await call(other, "search_memories", query="where do I live?"))["results"] == []
+        # A model that names a user gets its own user anyway: the argument is not the SDK's.
+        assert (await call(other, "search_memories", query="where do I live?",
+                           user_id=user))["results"] == []
         assert (await call(other, "list_memories"))["items"] == []
         assert (await refused(other, "get_memory", memory_id=current["id"])).startswith(
             "not_found")
@@ -182,7 +185,7 @@ def run(opener: Callable[[str, str], Any], user: str) -> None:
                 await opened.wait()
             try:
                 session, *others = [s for s in sessions if s is not None]
-                await scenario(session, others)
+                await scenario(session, others, user)
             finally:
                 finished.set()
 
