@@ -137,6 +137,8 @@ async def scenario(session: ClientSession, others: list[ClientSession], user: st
     assert (await refused(session, "get_memory", memory_id="not-a-memory-id")).startswith(
         "not_found (field memory_id):")
     assert (await refused(session, "add_memory")).startswith("invalid_input (field text):")
+    assert (await refused(session, "add_memory", messages=[
+        {"role": "robot", "content": "hi"}])).startswith("invalid_input (field messages[0].role):")
     for confirm in ({}, {"confirm": "yes"}, {"confirm": "delete all memories"}):
         assert (await refused(session, "delete_all_memories", **confirm)).startswith(
             "invalid_input (field confirm):")
