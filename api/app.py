@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from api.errors import install_error_handlers
 from api.index_pin import PinIndexMiddleware
 from api.json_body import JsonBodyMiddleware
+from api.mcp import mount_mcp
 from api.middleware import BodyLimitMiddleware, RequestIdMiddleware
 from api.routers import (
     admin,
@@ -51,7 +52,8 @@ take an operator key instead (403 `forbidden` for a tenant's key). Errors have t
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    yield
+    async with app.state.mcp.running():
+        yield
     await app.state.waits.close()  # its Redis connections belong to this event loop
 
 
@@ -87,4 +89,5 @@ def create_app(runtime: Runtime, keyring: KeyRing, *, server_mode: bool = False)
     app.add_middleware(RequestMetricsMiddleware)
     for module in (metrics_router, transfer):
         app.include_router(module.router)
+    app.state.mcp = mount_mcp(app, runtime.settings.mcp_wait_s)  # /mcp (api/mcp.py)
     return app

@@ -273,6 +273,37 @@ def erase(
     console.print("compacted: forgotten text is gone from the store's and Redis's files")
 
 
+@app.command()
+def mcp(
+    user: Annotated[str, typer.Option("--user", help="the user id every tool acts for")],
+    url: cli_commands.Url = None,
+    key: cli_commands.Key = None,
+    data_dir: cli_commands.DataDir = None,
+) -> None:
+    """Serve the MCP tools over stdio for one user (Claude Desktop, Claude Code, Cursor),
+    talking to a running stack; stdout carries the protocol only."""
+    import functools
+
+    import anyio
+    from pydantic import TypeAdapter
+
+    from shared.integrations.mcp_stdio import serve_stdio
+    from shared.platform.logs import configure_logging
+    from shared.records.schemas import Identifier
+    from workers.cli_ops import resolve_target
+
+    settings = _settings()
+    try:
+        TypeAdapter(Identifier).validate_python(user)
+    except ValidationError as exc:
+        cli_commands.err.print(f"invalid --user: {exc.errors()[0]['msg']}", highlight=False)
+        raise typer.Exit(2) from exc
+    target = resolve_target(url, key, data_dir)
+    configure_logging(settings.log_level, settings.log_json)  # to stderr: stdout is MCP's
+    anyio.run(functools.partial(serve_stdio, target.url, target.key, user,
+                                wait_s=settings.mcp_wait_s))
+
+
 def main() -> None:
     app()
 

@@ -188,6 +188,9 @@ class Settings(BaseSettings):
     # api (issue 19): `?wait=` and job reads wait on the event loop (api/waits.py).
     max_waits_per_key: int = Field(64, ge=0)  # at once per API key; beyond: the state now (202)
     wait_poll_s: float = Field(2.0, gt=0, le=10)  # a wait's re-read between end notifications
+    # MCP tools (issue 21): how long a write tool waits for its job before answering with
+    # the job alone (`job_status` reads it later); at most the API's `?wait=` bound.
+    mcp_wait_s: float = Field(5.0, ge=0, le=30)
 
     # Workers (issue 19: time limits, durable accept, quick restarts, bulk queue).
     # Every job's soft limit raises in it; at the hard limit it fails with `time_limit`

@@ -1,0 +1,125 @@
+"""Streamable HTTP MCP at `/mcp`: the tools of `shared/integrations/mcp_tools.py` on the gateway.
+
+- **Who.** The same bearer keys as the REST API (`Authorization: Bearer <key>`), and the user
+  from the `X-Memoryd-User` header, never from a tool argument. A request without a known key
+  gets 401, one without a valid user header 422 naming the header, before any MCP message
+  is read.
+- **How.** Each tool call goes through the REST API in this process: an `AsyncMemorydClient`
+  whose transport is `httpx.ASGITransport` into this very app, carrying the caller's key. So
+  scopes (a read-only key can search but not add), rate limits, validation and error codes
+  are exactly the REST API's, and there is no second path to the store.
+- **Sessions.** Stateless, JSON answers: each POST is served on its own, so any gateway
+  process of a deployment can answer any request, and nothing is kept per MCP session. The
+  write jobs a caller has not seen end are kept per (key, user), for read-your-writes.
+- **Hosts.** The SDK's DNS-rebinding check (a Host allow-list) is off: every request needs a
+  bearer key, which a page in a browser does not have, and the gateway's address is a
+  deployment's choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from mcp.server.mcpserver import Context
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import TypeAdapter, ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from shared.client import AsyncMemorydClient
+from shared.integrations.mcp_tools import Binding, JobLedger, build_server
+from shared.platform.errors import AppError, InvalidInput, QueueUnavailable
+from shared.records.schemas import Identifier
+from shared.tenancy.api_keys import authenticate, bearer_key, bootstrap_principal
+from shared.tenancy.auth import key_digest
+
+PATH = "/mcp"
+USER_HEADER = "X-Memoryd-User"
+# The in-process client's base URL: requests never leave the process (ASGITransport).
+_SELF = "http://memoryd.internal"
+_IDENTIFIER: TypeAdapter[str] = TypeAdapter(Identifier)
+
+
+def user_of(headers: Mapping[str, str]) -> str:
+    """The user every tool call acts for, or 422 naming the header."""
+    value = headers.get(USER_HEADER.lower())
+    if not value:
+        raise InvalidInput(f"missing {USER_HEADER} header: the user id the MCP tools act for",
+                           field=USER_HEADER)
+    try:
+        return _IDENTIFIER.validate_python(value)
+    except ValidationError as exc:
+        raise InvalidInput(f"{USER_HEADER}: {exc.errors()[0]['msg']}", field=USER_HEADER) from exc
+
+
+class McpEndpoint:
+    """The ASGI app routed at `/mcp`; `running()` is entered in the gateway's lifespan."""
+
+    def __init__(self, app: FastAPI, wait_s: float) -> None:
+        self._app = app
+        self._server = build_server(self._resolve, wait_s=wait_s, ledger=JobLedger())
+        self._manager: StreamableHTTPSessionManager | None = None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        # A session manager runs once: each lifespan (a test may run several) gets its own.
+        self._server.streamable_http_app(
+            streamable_http_path=PATH, stateless_http=True, json_response=True,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        manager = self._server.session_manager
+        async with manager.run():
+            self._manager = manager
+            try:
+                yield
+            finally:
+                self._manager = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        try:
+            await self._admit(headers)
+            if self._manager is None:
+                raise QueueUnavailable("the MCP endpoint is not running (gateway starting "
+                                       "or stopping)")
+        except AppError as exc:
+            await JSONResponse({"error": exc.to_dict()}, status_code=exc.status)(
+                scope, receive, send)
+            return
+        await self._manager.handle_request(scope, receive, send)
+
+    async def _admit(self, headers: Mapping[str, str]) -> None:
+        """The REST API's authentication (401 for a missing or unknown key) and the user
+        header, before the SDK reads the body; scopes are checked per tool call by the
+        route it calls."""
+        state = self._app.state
+        authorization = headers.get("authorization")
+        if bootstrap_principal(state.keyring, authorization) is None:  # else: no Redis call
+            await run_in_threadpool(authenticate, state.keyring, state.api_keys, authorization)
+        user_of(headers)
+
+    @asynccontextmanager
+    async def _resolve(self, ctx: Context[Any, Any]) -> AsyncIterator[Binding]:
+        headers = {k.lower(): v for k, v in (ctx.headers or {}).items()}
+        user = user_of(headers)
+        key = bearer_key(headers.get("authorization"))
+        transport = httpx.ASGITransport(app=self._app)
+        async with AsyncMemorydClient(_SELF, key, transport=transport) as client:
+            yield Binding(client=client, user_id=user,
+                          conversation=f"{key_digest(key)}:{user}")
+
+
+def mount_mcp(app: FastAPI, wait_s: float) -> McpEndpoint:
+    """Route `/mcp` to the MCP endpoint; the caller enters `running()` in its lifespan."""
+    endpoint = McpEndpoint(app, wait_s)
+    # A Route (not a Mount) so that `/mcp` itself matches, with no redirect to `/mcp/`; an
+    # endpoint that is neither a function nor a method is called as an ASGI app.
+    app.router.routes.append(Route(PATH, endpoint, include_in_schema=False))
+    return endpoint

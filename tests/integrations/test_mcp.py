@@ -1,0 +1,248 @@
+"""The MCP server, driven by the MCP SDK's own client over both transports against the live
+session stack: stdio (`python -m workers.cli mcp --user ...` as a subprocess, talking to the
+gateway through the Python client) and streamable HTTP (`/mcp` on the gateway)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+from conftest import KEY_A, KEY_B
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
+
+from shared.tenancy.api_keys import ApiKeyStore, KeyScope
+
+REPO = Path(__file__).resolve().parents[2]
+READS = {"search_memories", "list_memories", "get_memory", "memory_history", "job_status"}
+CHANGES = {"update_memory", "delete_memory", "delete_all_memories"}
+TOOLS = READS | CHANGES | {"add_memory"}
+
+@asynccontextmanager
+async def stdio_session(base_url: str, key: str, user: str) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "workers.cli", "mcp", "--user", user], cwd=REPO,
+        env={"MEMORYD_URL": base_url, "MEMORYD_API_KEY": key, "PYTHONPATH": str(REPO),
+             "MEMORYD_MCP_WAIT_S": "20"},
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+@asynccontextmanager
+async def http_session(base_url: str, key: str, user: str) -> AsyncIterator[ClientSession]:
+    headers = {"Authorization": f"Bearer {key}", "X-Memoryd-User": user}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        streamable_http_client(f"{base_url}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def text_of(result: CallToolResult) -> str:
+    return "".join(getattr(part, "text", "") for part in result.content)
+
+
+def data(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, text_of(result)
+    parsed: dict[str, Any] = json.loads(text_of(result))
+    return parsed
+
+
+async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:
+    return data(await session.call_tool(tool, arguments))
+
+
+async def refused(session: ClientSession, tool: str, **arguments: Any) -> str:
+    """The memoryd part of a tool error: `<code> (field <name>): <message>`."""
+    result = await session.call_tool(tool, arguments)
+    assert result.is_error, text_of(result)
+    prefix = f"Error executing tool {tool}: "  # the SDK's, on every ToolError
+    assert text_of(result).startswith(prefix), text_of(result)
+    return text_of(result).removeprefix(prefix)
+
+
+async def settled(session: ClientSession, answer: dict[str, Any]) -> dict[str, Any]:
+    """The outcome of a write tool's answer once its job ended (job_status while it runs)."""
+    deadline = time.monotonic() + 30
+    while not answer["done"]:
+        assert time.monotonic() < deadline, answer
+        await asyncio.sleep(0.1)
+        answer = await call(session, "job_status", job_id=answer["job_id"])
+    assert answer["status"] == "succeeded", answer
+    outcome: dict[str, Any] = answer["outcome"]
+    return outcome
+
+
+async def check_tools(session: ClientSession) -> None:
+    tools = {t.name: t for t in (await session.list_tools()).tools}
+    assert set(tools) == TOOLS
+    for name, tool in tools.items():
+        hints = tool.annotations
+        assert hints is not None, name
+        assert hints.read_only_hint is (name in READS), name
+        assert hints.destructive_hint is (name in CHANGES), name
+        assert not [p for p in tool.input_schema["properties"] if "user" in p.lower()], name
+    assert "DELETE ALL MEMORIES" in (tools["delete_all_memories"].description or "")
+
+
+async def scenario(session: ClientSession, others: list[ClientSession], user: str) -> None:
+    """`session` writes and reads one user's memories; each of `others` (another tenant's
+    key, or the same key for another user) must see none of them."""
+    await check_tools(session)
+
+    saved = await settled(session, await call(
+        session, "add_memory", text="I moved to Berlin in March 2024", tags=["home"]))
+    assert saved["outcome"] == "added", saved
+    memory_id = saved["memory"]["id"]
+    hits = (await call(session, "search_memories", query="where do I live?", limit=3))["results"]
+    assert memory_id in [h["memory"]["id"] for h in hits]
+    assert 0 <= hits[0]["score"] <= 1
+
+    turn = await settled(session, await call(session, "add_memory", thread_id="t1", messages=[
+        {"role": "user", "content": "My favourite food is hotpot"},
+        {"role": "assistant", "content": "Noted!"}]))
+    assert [m["content"] for m in turn["memories"]] == ["User's favourite food is hotpot"]
+    food = (await call(session, "search_memories", query="what food do I like?"))["results"]
+    assert food[0]["memory"]["id"] == turn["memories"][0]["id"]
+    listed = (await call(session, "list_memories", limit=10))["items"]
+    assert memory_id in [m["id"] for m in listed]
+
+    await settled(session, await call(session, "update_memory", memory_id=memory_id,
+                                      content="I moved to Munich in March 2024"))
+    current = await call(session, "get_memory", memory_id=memory_id)
+    history = await call(session, "memory_history", memory_id=current["id"])
+    assert "Munich" in current["content"]
+    assert [e["event"] for e in history["events"]][:1] == ["ADD"], history
+    assert "UPDATE" in {e["event"] for e in history["events"]}
+
+    # Bad arguments: memoryd's code and the tool's field name, and nothing changes.
+    assert (await refused(session, "search_memories", query="x", limit=0)).startswith(
+        "invalid_input (field limit):")
+    assert (await refused(session, "get_memory", memory_id="not-a-memory-id")).startswith(
+        "not_found (field memory_id):")
+    assert (await refused(session, "add_memory")).startswith("invalid_input (field text):")
+    assert (await refused(session, "add_memory", messages=[
+        {"role": "robot", "content": "hi"}])).startswith("invalid_input (field messages[0].role):")
+    for confirm in ({}, {"confirm": "yes"}, {"confirm": "delete all memories"}):
+        assert (await refused(session, "delete_all_memories", **confirm)).startswith(
+            "invalid_input (field confirm):")
+    assert len((await call(session, "list_memories", limit=10))["items"]) == len(listed)
+
+    # Tenancy: neither another tenant's key nor another user of this key sees anything.
+    for other in others:
+        assert (await call(other, "search_memories", query="where do I live?"))["results"] == []
+        # A model that names a user gets its own user anyway: the argument is not the SDK's.
+        assert (await call(other, "search_memories", query="where do I live?",
+                           user_id=user))["results"] == []
+        assert (await call(other, "list_memories"))["items"] == []
+        assert (await refused(other, "get_memory", memory_id=current["id"])).startswith(
+            "not_found")
+        assert (await refused(other, "delete_memory", memory_id=current["id"])).startswith(
+            "not_found")
+
+    await settled(session, await call(session, "delete_memory", memory_id=current["id"]))
+    assert (await refused(session, "get_memory", memory_id=current["id"])).startswith(
+        "not_found")
+    await settled(session, await call(session, "delete_all_memories",
+                                      confirm="DELETE ALL MEMORIES"))
+    assert (await call(session, "list_memories"))["items"] == []
+
+
+def run(opener: Callable[[str, str], Any], user: str) -> None:
+    """The scenario with three sessions opened at once (a stdio server starts in seconds):
+    the user's, another tenant's key for the same user id, and another user of this key."""
+    callers = ((KEY_A, user), (KEY_B, user), (KEY_A, f"{user}-other"))
+
+    async def main() -> None:
+        sessions: list[ClientSession | None] = [None] * len(callers)
+        opened, finished = anyio.Event(), anyio.Event()
+
+        async def hold(i: int, key: str, who: str) -> None:
+            async with opener(key, who) as session:
+                sessions[i] = session
+                if all(sessions):
+                    opened.set()
+                await finished.wait()
+
+        async with anyio.create_task_group() as tasks:
+            for i, (key, who) in enumerate(callers):
+                tasks.start_soon(hold, i, key, who)
+            with anyio.fail_after(120):
+                await opened.wait()
+            try:
+                session, *others = [s for s in sessions if s is not None]
+                await scenario(session, others, user)
+            finally:
+                finished.set()
+
+    asyncio.run(main())
+
+
+def test_stdio_transport(base_url: str) -> None:
+    run(lambda key, who: stdio_session(base_url, key, who), f"u1-{uuid.uuid4().hex[:8]}")
+
+
+def test_http_transport(base_url: str) -> None:
+    run(lambda key, who: http_session(base_url, key, who), f"u1-{uuid.uuid4().hex[:8]}")
+
+
+def test_http_refuses_without_key_or_user(base_url: str) -> None:
+    """Before any MCP message is read: the REST API's 401, and 422 naming the user header."""
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    with httpx.Client(base_url=base_url, headers=accept, timeout=30) as http:
+        for headers in ({"X-Memoryd-User": "u1"},
+                        {"X-Memoryd-User": "u1", "Authorization": "Bearer not-a-key"}):
+            answer = http.post("/mcp", json=initialize, headers=headers)
+            assert answer.status_code == 401, answer.text
+            assert answer.json()["error"]["code"] == "unauthorized"
+        for user in (None, "bad\tuser"):
+            headers = {"Authorization": f"Bearer {KEY_A}"}
+            if user is not None:
+                headers["X-Memoryd-User"] = user
+            answer = http.post("/mcp", json=initialize, headers=headers)
+            assert answer.status_code == 422, answer.text
+            assert answer.json()["error"]["field"] == "X-Memoryd-User"
+        ok = http.post("/mcp", json=initialize,
+                       headers={"Authorization": f"Bearer {KEY_A}", "X-Memoryd-User": "u1"})
+        assert ok.status_code == 200, ok.text
+        assert ok.json()["result"]["serverInfo"]["name"] == "memoryd"
+
+
+def test_http_scopes_are_the_rest_apis(stack: Any, base_url: str) -> None:
+    """A read-only key made with `memoryd keys` searches through /mcp but cannot write."""
+    keys = ApiKeyStore(stack.runtime.redis)
+    key, info = keys.create("tenant-a", frozenset({KeyScope.READ}), name="test-mcp-read")
+    user = f"u1-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> None:
+        async with http_session(base_url, key, user) as session:
+            assert (await call(session, "search_memories", query="anything"))["results"] == []
+            assert (await refused(session, "add_memory", text="I like tea")).startswith(
+                "forbidden (field scope):")
+            assert (await refused(session, "delete_all_memories",
+                                  confirm="DELETE ALL MEMORIES")).startswith(
+                "forbidden (field scope):")
+
+    try:
+        asyncio.run(main())
+    finally:
+        keys.revoke(info.id)
