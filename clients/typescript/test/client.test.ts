@@ -93,6 +93,13 @@ describe("against a live stack", { skip: live }, () => {
     assert.equal((await memory.list(user)).items.length, 1);
   });
 
+  test("export streams the user's records", async () => {
+    const records: Record<string, unknown>[] = [];
+    for await (const record of memory.export(user)) records.push(record);
+    assert.equal(records.length, 1, JSON.stringify(records));
+    assert.equal(records[0]!.content, fact);
+  });
+
   test("another tenant's key sees nothing of this user", async () => {
     const theirs = await other.search(user, "where are my beehives?");
     assert.deepEqual(theirs.results, []);
