@@ -202,7 +202,7 @@ export class MemorydClient {
 
   /** One memory by id, or, with `memoryId` null, many by thread and/or `occurred_at`
    * range (or `all: true`). */
-  forget(userId: string, memoryId: string | null, range: ForgetRange = {},
+  forget(userId: string, memoryId: string | null = null, range: ForgetRange = {},
     options: { wait?: number | null } = {}): Promise<ChangeResult> {
     if (memoryId !== null) {
       if (Object.values(range).some((v) => v !== undefined && v !== null && v !== false)) {
