@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from api.docs_assets import install_docs
 from api.errors import install_error_handlers
 from api.index_pin import PinIndexMiddleware
 from api.json_body import JsonBodyMiddleware
@@ -61,7 +62,8 @@ def create_app(runtime: Runtime, keyring: KeyRing, *, server_mode: bool = False)
     """`server_mode`: the gateway of `memoryd serve` (listening for a network), where
     /metrics needs its token unless `metrics_open` says otherwise."""
     app = FastAPI(title="memoryd", version="0.1.0", description=DESCRIPTION,
-                  lifespan=_lifespan)
+                  lifespan=_lifespan, docs_url=None, redoc_url=None)
+    install_docs(app)  # /docs and /redoc with local assets: they work offline
     app.state.runtime = runtime
     app.state.waits = Waits(runtime.settings)
     app.state.keyring = keyring

@@ -26,6 +26,13 @@ if [ ! -x /usr/bin/chromium ] && [ -z "${MEMORYD_NO_BROWSER_INSTALL:-}" ] \
         || echo "could not install chromium: the admin page browser test will skip" >&2
 fi
 
+# The TypeScript client's dev tools (tsc, openapi-typescript) for tests/clients/, from its
+# package-lock.json; a machine without npm skips those tests.
+if command -v npm >/dev/null && [ ! -x clients/typescript/node_modules/.bin/tsc ]; then
+    (cd clients/typescript && npm ci --no-audit --no-fund --silent) \
+        || echo "npm ci failed in clients/typescript: its tests will try again" >&2
+fi
+
 .venv/bin/ruff check .
 .venv/bin/mypy
 .venv/bin/lint-imports
