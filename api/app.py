@@ -18,6 +18,7 @@ from api.routers import (
     interactions,
     jobs,
     memories,
+    proxy,
     search,
     transfer,
     users,
@@ -52,6 +53,7 @@ take an operator key instead (403 `forbidden` for a tenant's key). Errors have t
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     yield
     await app.state.waits.close()  # its Redis connections belong to this event loop
+    await app.state.runtime.upstream.aclose()  # the proxy's upstream connections, too
 
 
 def create_app(runtime: Runtime, keyring: KeyRing, *, server_mode: bool = False) -> FastAPI:
@@ -73,6 +75,8 @@ def create_app(runtime: Runtime, keyring: KeyRing, *, server_mode: bool = False)
     app.add_middleware(JsonBodyMiddleware)
     for module in (interactions, memories, search, context, jobs, health):
         app.include_router(module.router)
+    app.include_router(proxy.router)
+    runtime.upstream  # noqa: B018 (built here, closed by the lifespan)
     app.add_middleware(PinIndexMiddleware, runtime=runtime)
     for module in (users, admin):
         app.include_router(module.router)
