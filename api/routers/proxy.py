@@ -65,10 +65,10 @@ def _store_after(rt: Runtime, turn: Turn, request_id: str | None, answer: str) -
         200: {"description": "the upstream's answer, as JSON or as server-sent events "
                              "(`stream: true`), passed through unchanged"},
         401: {"model": ErrorBody}, 403: {"model": ErrorBody}, 422: {"model": ErrorBody},
+        404: {"model": ErrorBody, "description": "this gateway has no upstream "
+                                                 "(code proxy_not_configured)"},
         502: {"model": ErrorBody, "description": "the upstream is unreachable "
                                                  "(code upstream_unreachable)"},
-        503: {"model": ErrorBody, "description": "no upstream is configured "
-                                                 "(code proxy_not_configured)"},
         504: {"model": ErrorBody, "description": "the upstream did not answer in time "
                                                  "(code upstream_timeout)"},
     },
@@ -103,8 +103,10 @@ async def chat_completions(
     - **Upstream errors** (any status >= 400, e.g. 429 with `Retry-After`) come back with
       their status, body and rate-limit headers; unreachable: 502 `upstream_unreachable`.
     - **Scopes**: `read` and `write` (it reads memories and stores the turn).
+    - No upstream configured: 404 `proxy_not_configured`.
     """
     principal.require({KeyScope.READ})  # the route's own rule already required `write`
+    rt.upstream.require_configured()  # before any memory work
     raw: dict[str, Any] = await request.json()
     settings = rt.settings
     user: str | None = None

@@ -6,10 +6,13 @@ from shared.platform.errors import AppError
 
 
 class ProxyNotConfigured(AppError):
-    """No upstream is configured (MEMORYD_PROXY_UPSTREAM_URL): nothing to forward to."""
+    """No upstream is configured (MEMORYD_PROXY_UPSTREAM_URL): nothing to forward to.
+
+    A 4xx, not a 503: no retry can succeed until an operator sets it, and OpenAI clients
+    retry a 5xx on their own."""
 
     code = "proxy_not_configured"
-    status = 503
+    status = 404
 
 
 class UpstreamUnreachable(AppError):

@@ -45,15 +45,19 @@ class Upstream:
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
         )
 
-    async def open(self, body: dict[str, Any]) -> httpx.Response:
-        """Send the request; the answer's status and headers are read, its body is not
-        (read it with `aiter_raw`/`aread`, then `aclose`)."""
+    def require_configured(self) -> str:
         if self.url is None:
             raise ProxyNotConfigured(
                 "the chat-completions proxy has no upstream: set MEMORYD_PROXY_UPSTREAM_URL "
                 "to an OpenAI-compatible base URL (e.g. https://api.openai.com/v1)")
+        return self.url
+
+    async def open(self, body: dict[str, Any]) -> httpx.Response:
+        """Send the request; the answer's status and headers are read, its body is not
+        (read it with `aiter_raw`/`aread`, then `aclose`)."""
+        url = self.require_configured()
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        request = self._client.build_request("POST", self.url, content=data)
+        request = self._client.build_request("POST", url, content=data)
         try:
             return await self._client.send(request, stream=True)
         except httpx.TimeoutException as exc:
