@@ -4,6 +4,7 @@ memories and remembers the turn. Thin over shared/proxy."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 from typing import Annotated, Any
 
@@ -93,7 +94,8 @@ async def chat_completions(
       with the request's messages as the conversation) goes in as a system message after
       the leading system and developer messages, within `X-Memoryd-Token-Budget` tokens
       (default `MEMORYD_PROXY_TOKEN_BUDGET`). `X-Memoryd-Memory` says `used` (a block went
-      in) or `empty` (nothing relevant). Every other field goes upstream as sent.
+      in) or `empty` (nothing relevant); `Server-Timing: memoryd-context;dur=<ms>` how long
+      the lookup took. Every other field goes upstream as sent.
     - **After**: once the whole answer has been sent (a stream: after `data: [DONE]`), the
       latest user message and the answer are enqueued as an interaction of the
       `X-Memoryd-Thread` thread, with an idempotency key derived from the tenant, user,
@@ -124,8 +126,11 @@ async def chat_completions(
         owner = owner_of(principal.tenant, user)
         recent = recent_messages(body.messages, settings.max_message_bytes)
         budget = x_memoryd_token_budget or settings.proxy_token_budget
+        started = time.perf_counter()
         ctx = await run_in_threadpool(
             proxy_context, rt.read_path(), owner, latest, recent, budget, settings)
+        lookup_ms = (time.perf_counter() - started) * 1000
+        headers["Server-Timing"] = f"memoryd-context;dur={lookup_ms:.2f}"
         if ctx.items and settings.search_record_access:
             rt.access.note(owner, [item.memory.id for item in ctx.items])
         forwarded = {**raw, "messages": with_memory(raw["messages"], ctx.block)}

@@ -167,6 +167,9 @@ class FakeLLM:
 def _handler_for(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # TCP_NODELAY, as HTTP servers of chat models have: a streamed event goes out when
+        # written, not after the peer's delayed ACK of the one before.
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # quiet: tests read `requests` instead
