@@ -19,6 +19,7 @@ from pydantic import SecretStr
 
 from shared.platform.redis_runtime import free_port
 from shared.proxy.sse import StreamWatch
+from shared.tenancy.api_keys import ApiKeyStore, KeyScope
 from shared.testing.fake_llm import FakeLLM, http_error, streamed, text_reply
 
 UPSTREAM_KEY = "sk-upstream-secret"
@@ -226,3 +227,19 @@ def test_bad_input_names_the_field(proxy_url: str, fake: FakeLLM) -> None:
             assert response.status_code == 422, response.text
             assert response.json()["error"]["field"] == field
     assert fake.received() == []  # refused before anything went upstream
+
+
+def test_the_proxy_needs_read_and_write_scopes(
+    stack: Any, proxy_url: str, fake: FakeLLM, user: str,
+) -> None:
+    store = ApiKeyStore(stack.runtime.redis)
+    messages: Any = [{"role": "user", "content": "hello"}]
+    for scopes, missing in (({KeyScope.READ}, "write"), ({KeyScope.WRITE}, "read")):
+        key = store.create("tenant-a", frozenset(scopes), name="test-proxy-scope")[0]
+        chat = openai.OpenAI(base_url=f"{proxy_url}/v1", api_key=key, max_retries=0,
+                             default_headers={"X-Memoryd-User": user})
+        with pytest.raises(openai.PermissionDeniedError) as refused:
+            chat.chat.completions.create(model="m", messages=messages)
+        assert refused.value.body["field"] == "scope"  # type: ignore[index]
+        assert missing in refused.value.message
+    assert fake.received() == []
