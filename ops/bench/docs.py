@@ -163,6 +163,9 @@ def proxy_block(data: Report) -> list[str]:
     if lookup:
         lines[-1] += (f" The context lookup inside the gateway: p50 {_ms(lookup['p50_ms'])} ms, "
                       f"p99 {_ms(lookup['p99_ms'])} ms.")
+    if data.get("load_average"):
+        before, after = data["load_average"]
+        lines[-1] += f" Host load average (1 min): {before:g} before the run, {after:g} after."
     return lines
 
 

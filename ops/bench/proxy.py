@@ -22,6 +22,7 @@ dominates. Prints a table and writes a JSON report (`--out`).
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from collections.abc import Sequence
@@ -119,6 +120,7 @@ def run(args: argparse.Namespace, stack: Stack, fake: FakeLLM) -> dict[str, Any]
                 "user_id": USER, "content": f"{FACTS[i % len(FACTS)]} (note {i})"})
             if saved.status_code not in (200, 201):
                 raise RuntimeError(f"save answered {saved.status_code}: {saved.text}")
+    load_before = os.getloadavg()
     with httpx.Client(timeout=60, trust_env=False) as client:
         for i in range(args.warmup + args.requests):
             keep = i >= args.warmup
@@ -164,6 +166,9 @@ def run(args: argparse.Namespace, stack: Stack, fake: FakeLLM) -> dict[str, Any]
         "context_lookup": latency_summary(lookups_ms) if lookups_ms else None,
         "goal_p50_ms": GOAL_P50_MS, "worst_overhead_p50_ms": worst_p50,
         "goal_met": worst_p50 <= GOAL_P50_MS, "machine": machine_info(),
+        # The host's 1-minute load average before and after the timed requests: on a shared
+        # machine, how much of the CPU others took.
+        "load_average": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
@@ -185,7 +190,8 @@ def render(report: dict[str, Any]) -> list[str]:
     verdict = "met" if report["goal_met"] else "NOT met"
     lines.append(f"worst overhead p50: {report['worst_overhead_p50_ms']:.2f} ms (goal <= "
                  f"{report['goal_p50_ms']:g} ms: {verdict}); {report['memories']} memories, "
-                 f"X-Memoryd-Memory: {report['memory_header']}")
+                 f"X-Memoryd-Memory: {report['memory_header']}; host load average "
+                 f"{report['load_average'][0]:g} before, {report['load_average'][1]:g} after")
     return lines
 
 

@@ -85,6 +85,8 @@ def test_turn_is_stored_once_even_when_retried(
     thread = f"thread-{uuid.uuid4().hex[:8]}"
     chat = client(proxy_url, **{"X-Memoryd-User": user, "X-Memoryd-Thread": thread})
     messages: Any = [{"role": "user", "content": "My favourite food is ramen with extra egg"}]
+    # The retry is answered differently: the turn is still stored once, with the first.
+    fake.script(text_reply("Ramen it is."), text_reply("Noted: ramen."))
     jobs = []
     for _ in range(2):  # the client's retry of the same request
         raw = chat.chat.completions.with_raw_response.create(model="m", messages=messages)
