@@ -209,13 +209,21 @@ class Settings(BaseSettings):
 
     # OpenAI-compatible memory proxy (issue 21, shared/proxy/): POST /v1/chat/completions
     # forwards to this base URL (ending in /v1, e.g. https://api.openai.com/v1 or
-    # http://127.0.0.1:11434/v1); unset, the route answers 503 proxy_not_configured.
+    # http://127.0.0.1:11434/v1); unset, the route answers 404 proxy_not_configured.
     proxy_upstream_url: str | None = None
     proxy_upstream_api_key: SecretStr | None = None  # sent upstream as Authorization: Bearer
     proxy_connect_timeout_s: float = Field(5.0, gt=0)
     proxy_timeout_s: float = Field(300.0, gt=0)  # between two bytes of the upstream's answer
     # Tokens the memory context may take in the prompt (per request: X-Memoryd-Token-Budget).
     proxy_token_budget: int = Field(512, ge=16, le=8000)
+
+    @field_validator("proxy_upstream_url")
+    @classmethod
+    def _proxy_upstream_scheme(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// base URL, e.g. "
+                             "https://api.openai.com/v1")
+        return value
 
     @field_validator("redis_url")
     @classmethod
