@@ -20,6 +20,7 @@ from api.routers import (
     interactions,
     jobs,
     memories,
+    proxy,
     search,
     transfer,
     users,
@@ -56,6 +57,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     async with app.state.mcp.running():
         yield
     await app.state.waits.close()  # its Redis connections belong to this event loop
+    await app.state.runtime.upstream.aclose()  # the proxy's upstream connections, too
 
 
 def create_app(runtime: Runtime, keyring: KeyRing, *, server_mode: bool = False) -> FastAPI:
@@ -78,6 +80,8 @@ def create_app(runtime: Runtime, keyring: KeyRing, *, server_mode: bool = False)
     app.add_middleware(JsonBodyMiddleware)
     for module in (interactions, memories, search, context, jobs, health):
         app.include_router(module.router)
+    app.include_router(proxy.router)
+    runtime.upstream  # noqa: B018 (built here, closed by the lifespan)
     app.add_middleware(PinIndexMiddleware, runtime=runtime)
     for module in (users, admin, webhooks):
         app.include_router(module.router)

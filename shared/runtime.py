@@ -27,6 +27,7 @@ from shared.memories.reads import ReadPath
 from shared.memories.writes import MemoryWriter
 from shared.platform import failpoints
 from shared.platform.settings import Settings
+from shared.proxy.upstream import Upstream
 from shared.retrieval.access import AccessCounter
 from shared.retrieval.rerank import HttpReranker
 from shared.retrieval.scoring import Weights
@@ -93,6 +94,12 @@ class Runtime:
     @cached_property
     def reranker(self) -> HttpReranker:
         return HttpReranker(self.settings)
+
+    @cached_property
+    def upstream(self) -> Upstream:
+        """The chat-completions proxy's upstream client; the gateway builds it and closes it
+        on shutdown (`api/app.py`), on its event loop."""
+        return Upstream(self.settings)
 
     @cached_property
     def llm(self) -> ChatClient | None:

@@ -4,14 +4,14 @@
                              [--readme README.md] [--check]
 
 Every figure on that page comes from a report in `--results`: `bench.json` (`python -m
-ops.bench`), `hostile.json`, `bench-waits.json`, `fairness.json` (`python -m ops.bench.hostile`,
-`.waits`, `.fairness`) and the newest `eval-<dataset>-*.json` of each dataset (`memoryd
-eval`). Each report gets its section: the table, the command that reproduces it (rebuilt from
-what the report recorded) and the machine line the report holds. The prose around them is
-the template below and carries no figure, so nothing on the page is typed by hand; a report
-not there yet gets a line saying how to make it. README's table of current figures (between
-its `figures` markers) is written from the same reports. `--check` writes nothing and exits
-1 when a page differs from what the reports give.
+ops.bench`), `hostile.json`, `bench-waits.json`, `fairness.json`, `proxy.json` (`python -m
+ops.bench.hostile`, `.waits`, `.fairness`, `.proxy`) and the newest `eval-<dataset>-*.json` of
+each dataset (`memoryd eval`). Each report gets its section: the table, the command that
+reproduces it (rebuilt from what the report recorded) and the machine line the report holds.
+The prose around them is the template below and carries no figure, so nothing on the page is
+typed by hand; a report not there yet gets a line saying how to make it. README's table of
+current figures (between its `figures` markers) is written from the same reports. `--check`
+writes nothing and exits 1 when a page differs from what the reports give.
 """
 
 from __future__ import annotations
@@ -143,6 +143,32 @@ def fairness_block(data: Report) -> list[str]:
             f"(goal {'met' if data['goal_met'] else 'NOT met'})."]
 
 
+def proxy_block(data: Report) -> list[str]:
+    """`python -m ops.bench.proxy`: chat requests direct to the upstream and through memoryd."""
+    argv = list(data.get("command") or ["python", "-m", "ops.bench.proxy"])
+    rows = []
+    for kind, row in data["kinds"].items():
+        d, p = row["direct"], row["proxied"]
+        forwarded = row.get("forwarded")
+        rows.append((kind, _ms(d["p50_ms"]), _ms(d["p99_ms"]), _ms(p["p50_ms"]),
+                     _ms(p["p99_ms"]), _ms(row["overhead_p50_ms"]),
+                     _ms(forwarded["p50_ms"]) if forwarded else "-"))
+    lookup = data.get("context_lookup")
+    met = "met" if data["goal_met"] else "NOT met"
+    lines = [_command(argv), "", _machine(data.get("machine")) + f" Run {data['date']}.", "",
+             *_table(("measure", "direct p50 ms", "direct p99 ms", "proxied p50 ms",
+                      "proxied p99 ms", "overhead p50 ms", "no user p50 ms"), rows), "",
+             f"Worst overhead p50: {data['worst_overhead_p50_ms']:.1f} ms (goal ≤ "
+             f"{data['goal_p50_ms']:g} ms: {met}); {data['memories']} memories for the user."]
+    if lookup:
+        lines[-1] += (f" The context lookup inside the gateway: p50 {_ms(lookup['p50_ms'])} ms, "
+                      f"p99 {_ms(lookup['p99_ms'])} ms.")
+    if data.get("load_average"):
+        before, after = data["load_average"]
+        lines[-1] += f" Host load average (1 min): {before:g} before the run, {after:g} after."
+    return lines
+
+
 def eval_block(data: Report) -> list[str]:
     """`memoryd eval`: every mode's overall figures, then per category where there are any."""
     argv = ["memoryd", "eval", str(data["dataset"])]
@@ -267,6 +293,15 @@ SECTIONS = (
         "time.",
         "`python -m ops.bench.fairness` saves it",
         _one("fairness.json", fairness_block)),
+    Section(
+        "Chat-completions proxy",
+        "The same chat requests sent to a local fake upstream directly and through memoryd's "
+        "`POST /v1/chat/completions`, for a user with memories (context lookup, system "
+        "message, the turn enqueued after the answer) and without a user (forwarding alone): "
+        "time to the first streamed token and to the last byte. The overhead is proxied "
+        "minus direct.",
+        "`python -m ops.bench.proxy` saves it",
+        _one("proxy.json", proxy_block)),
 )
 
 HEADER = """# Benchmarks: current figures

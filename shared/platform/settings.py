@@ -230,6 +230,24 @@ class Settings(BaseSettings):
     # Embedded mode: threads on the webhooks queue, apart from every other queue's.
     webhook_worker_concurrency: int = Field(2, ge=1, le=64)
 
+    # OpenAI-compatible memory proxy (shared/proxy/): POST /v1/chat/completions
+    # forwards to this base URL (ending in /v1, e.g. https://api.openai.com/v1 or
+    # http://127.0.0.1:11434/v1); unset, the route answers 404 proxy_not_configured.
+    proxy_upstream_url: str | None = None
+    proxy_upstream_api_key: SecretStr | None = None  # sent upstream as Authorization: Bearer
+    proxy_connect_timeout_s: float = Field(5.0, gt=0)
+    proxy_timeout_s: float = Field(300.0, gt=0)  # between two bytes of the upstream's answer
+    # Tokens the memory context may take in the prompt (per request: X-Memoryd-Token-Budget).
+    proxy_token_budget: int = Field(512, ge=16, le=8000)
+
+    @field_validator("proxy_upstream_url")
+    @classmethod
+    def _proxy_upstream_scheme(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// base URL, e.g. "
+                             "https://api.openai.com/v1")
+        return value
+
     @field_validator("redis_url")
     @classmethod
     def _redis_scheme(cls, value: str) -> str:
@@ -261,7 +279,7 @@ class Settings(BaseSettings):
                 raise ValueError(f"{name} must be below broker_visibility_timeout_s")
         if self.env == "production":
             for name in ("api_keys", "openai_api_key", "qdrant_api_key", "llm_api_key",
-                         "llm_judge_api_key", "operator_keys"):
+                         "llm_judge_api_key", "operator_keys", "proxy_upstream_api_key"):
                 secret = getattr(self, name)
                 if secret is not None and _is_placeholder(secret.get_secret_value()):
                     raise ValueError(f"{name} holds a placeholder secret")

@@ -32,6 +32,10 @@ class Behaviour:
     error: str = ""  # the provider's error message (status >= 400)
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    # A request with `"stream": true` gets `content` as server-sent events: these deltas
+    # (default: `content` word by word), this long apart.
+    chunks: tuple[str, ...] = ()
+    chunk_delay_s: float = 0.0
 
 
 def json_reply(value: Any, delay_s: float = 0.0) -> Behaviour:
@@ -48,7 +52,13 @@ def http_error(status: int, message: str = "error", retry_after: float | None = 
 
 
 def slow(delay_s: float, then: Behaviour) -> Behaviour:
-    return Behaviour(then.status, then.content, then.error, then.headers, delay_s)
+    return Behaviour(then.status, then.content, then.error, then.headers, delay_s,
+                     then.chunks, then.chunk_delay_s)
+
+
+def streamed(chunks: list[str], chunk_delay_s: float = 0.0) -> Behaviour:
+    """An answer made of these deltas; sent as one message when the request does not stream."""
+    return Behaviour(content="".join(chunks), chunks=tuple(chunks), chunk_delay_s=chunk_delay_s)
 
 
 @dataclass
@@ -90,6 +100,7 @@ class FakeLLM:
         self.default: Behaviour = json_reply({"operations": []})
         self.responder: Callable[[Received], Behaviour] | None = None
         self.requests: list[Received] = []
+        self.streams_cut = 0  # streams the client closed before their end
         self._queues: dict[str | None, deque[Behaviour]] = {}
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -156,6 +167,9 @@ class FakeLLM:
 def _handler_for(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # TCP_NODELAY, as HTTP servers of chat models have: a streamed event goes out when
+        # written, not after the peer's delayed ACK of the one before.
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # quiet: tests read `requests` instead
@@ -183,7 +197,37 @@ def _handler_for(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 self._send(behaviour.status, _error(protocol, behaviour.error), behaviour.headers)
                 return
             model = str(body.get("model", "fake"))
+            if protocol == "openai" and body.get("stream") is True:
+                self._stream(model, behaviour)
+                return
             self._send(200, _reply(protocol, model, behaviour.content), behaviour.headers)
+
+        def _stream(self, model: str, behaviour: Behaviour) -> None:
+            """Chat-completions server-sent events, one chunk per delta, then [DONE], in
+            HTTP/1.1 chunked encoding (the connection stays open for the next request)."""
+            deltas = list(behaviour.chunks) or _words(behaviour.content)
+            events = [_chunk(model, {"role": "assistant", "content": ""}, None)]
+            events += [_chunk(model, {"content": d}, None) for d in deltas]
+            events += [_chunk(model, {}, "stop"), "[DONE]"]
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                for name, value in behaviour.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                for i, event in enumerate(events):
+                    if i and behaviour.chunk_delay_s:
+                        time.sleep(behaviour.chunk_delay_s)
+                    data = f"data: {event}\n\n".encode()
+                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                with fake._lock:
+                    fake.streams_cut += 1
+                self.close_connection = True
 
         def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
             data = json.dumps(payload, ensure_ascii=False).encode()
@@ -199,6 +243,19 @@ def _handler_for(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 pass  # the client gave up (a timeout test): nothing to answer
 
     return Handler
+
+
+def _words(content: str) -> list[str]:
+    words = content.split(" ")
+    return [w + " " for w in words[:-1]] + [words[-1]] if content else []
+
+
+def _chunk(model: str, delta: dict[str, Any], finish: str | None) -> str:
+    return json.dumps({
+        "id": "chatcmpl-fake-stream", "object": "chat.completion.chunk",
+        "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }, ensure_ascii=False)
 
 
 def _error(protocol: str, message: str) -> dict[str, Any]:

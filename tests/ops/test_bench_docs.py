@@ -147,7 +147,7 @@ def test_only_the_reports_put_figures_on_the_page(tmp_path: Path) -> None:
     assert [source for source, _ in blocks] == [
         "bench-results/eval-<dataset>-<time>.json", "bench-results/bench.json",
         "bench-results/hostile.json", "bench-results/bench-waits.json",
-        "bench-results/fairness.json"]
+        "bench-results/fairness.json", "bench-results/proxy.json"]
     for _, body in blocks:
         assert body.startswith("No report yet: `") and figures(body) == []
 
