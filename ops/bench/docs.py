@@ -159,7 +159,10 @@ def proxy_block(data: Report) -> list[str]:
              *_table(("measure", "direct p50 ms", "direct p99 ms", "proxied p50 ms",
                       "proxied p99 ms", "overhead p50 ms", "no user p50 ms"), rows), "",
              f"Worst overhead p50: {data['worst_overhead_p50_ms']:.1f} ms (goal ≤ "
-             f"{data['goal_p50_ms']:g} ms: {met}); {data['memories']} memories for the user."]
+             f"{data['goal_p50_ms']:g} ms: {met}); {data['memories']} memories for the user; "
+             + ("each question worded anew (embedded every request)."
+                if data.get("questions") == "new" else
+                "ten questions repeated (embeddings from the query cache).")]
     if lookup:
         lines[-1] += (f" The context lookup inside the gateway: p50 {_ms(lookup['p50_ms'])} ms, "
                       f"p99 {_ms(lookup['p99_ms'])} ms.")

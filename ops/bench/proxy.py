@@ -10,9 +10,11 @@ OpenAI-compatible server (`shared/testing/fake_llm.py`, answering at once) and
 and the same request through the proxy (`X-Memoryd-User`, so the memory context is looked
 up and inserted, and the turn enqueued after the answer), streamed and not, alternating so
 the host's drift falls on both. Every request is a new conversation (an earlier turn
-numbers it), so each turn is enqueued and stored, never an idempotent repeat; its latest
-user message is one of ten questions, so after the first round the query's embedding
-comes from the gateway's query cache, as for a user asking again. Timed from the client:
+numbers it), so each turn is enqueued and stored, never an idempotent repeat. Its latest
+user message is one of ten questions, worded anew each round by default (`--questions
+new`: the query is embedded on every request, as in a live chat); `--questions repeat`
+sends them verbatim, so after the first round the query's embedding comes from the
+gateway's query cache, as for a user asking again. Timed from the client:
 to the first content token of a stream, and to the last byte. The overhead is proxied
 minus direct; the goal is its p50 at most 15 ms. The context lookup's own time (the
 gateway's `Server-Timing`) is reported beside it: on a busy host the query embedding
@@ -66,6 +68,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=20, help="untimed requests first")
     parser.add_argument("--memories", type=int, default=20, help="saved for the user")
     parser.add_argument("--embedder", default="e5-small")
+    parser.add_argument("--questions", choices=("new", "repeat"), default="new",
+                        help="word each round's question anew (embedded every time), or "
+                             "repeat ten questions verbatim (embeddings from the query cache)")
     parser.add_argument("--work-dir", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "proxy.json",
                         help="where the JSON report goes")
@@ -75,8 +80,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def _body(i: int, stream: bool) -> dict[str, Any]:
+def _body(i: int, stream: bool, new_question: bool) -> dict[str, Any]:
     question = QUESTIONS[i % len(QUESTIONS)]
+    if new_question:  # another text each round and each way: never in the query cache
+        question = f"{question} (I asked on day {i}{' in a stream' * stream})"
     return {"model": "fake", "stream": stream, "messages": [
         {"role": "system", "content": "You are a helpful assistant."},
         {"role": "assistant", "content": f"Hello! This is conversation {i}{'s' * stream}."},
@@ -121,6 +128,7 @@ def run(args: argparse.Namespace, stack: Stack, fake: FakeLLM) -> dict[str, Any]
             if saved.status_code not in (200, 201):
                 raise RuntimeError(f"save answered {saved.status_code}: {saved.text}")
     load_before = os.getloadavg()
+    new_q = args.questions == "new"
     with httpx.Client(timeout=60, trust_env=False) as client:
         for i in range(args.warmup + args.requests):
             keep = i >= args.warmup
@@ -128,7 +136,8 @@ def run(args: argparse.Namespace, stack: Stack, fake: FakeLLM) -> dict[str, Any]
                 for way, url, headers in (("direct", direct_url, auth),
                                           ("proxied", proxy_url, proxied_headers),
                                           ("forwarded", proxy_url, auth)):
-                    first, total, memory, lookup = timed(client, url, _body(i, stream), headers)
+                    body = _body(i, stream, new_q)
+                    first, total, memory, lookup = timed(client, url, body, headers)
                     if not keep:
                         continue
                     kinds = samples[way]
@@ -160,7 +169,7 @@ def run(args: argparse.Namespace, stack: Stack, fake: FakeLLM) -> dict[str, Any]
     worst_p50 = max(float(r["overhead_p50_ms"]) for r in rows.values())
     return {
         "requests": args.requests, "warmup": args.warmup, "memories": args.memories,
-        "embedder": args.embedder, "answer_deltas": len(ANSWER),
+        "embedder": args.embedder, "questions": args.questions, "answer_deltas": len(ANSWER),
         "upstream_requests": len(fake.requests), "memory_header": memory_headers,
         "kinds": rows,
         "context_lookup": latency_summary(lookups_ms) if lookups_ms else None,
@@ -190,6 +199,7 @@ def render(report: dict[str, Any]) -> list[str]:
     verdict = "met" if report["goal_met"] else "NOT met"
     lines.append(f"worst overhead p50: {report['worst_overhead_p50_ms']:.2f} ms (goal <= "
                  f"{report['goal_p50_ms']:g} ms: {verdict}); {report['memories']} memories, "
+                 f"{report.get('questions', 'repeat')} questions, "
                  f"X-Memoryd-Memory: {report['memory_header']}; host load average "
                  f"{report['load_average'][0]:g} before, {report['load_average'][1]:g} after")
     return lines
@@ -206,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             with Stack("proxy", work / "data", work, args.embedder, extra_env=env) as stack:
                 report = run(args, stack, fake)
     report["command"] = ["python", "-m", "ops.bench.proxy", "--requests", str(args.requests),
-                         "--memories", str(args.memories)]
+                         "--memories", str(args.memories), "--questions", args.questions]
     for line in render(report):
         print(line)
     write_report(args.out, report)

@@ -33,5 +33,7 @@ def test_bench_proxy_prints_the_overhead_and_saves_its_report(tmp_path: Path) ->
     assert sum(report["memory_header"].values()) == 2 * 4
     assert set(report["memory_header"]) <= {"used", "empty"}
     assert report["context_lookup"]["n"] == 2 * 4
+    assert report["questions"] == "new"  # the default: every query embedded anew
     page = "\n".join(proxy_block(report))
+    assert "each question worded anew" in page
     assert "python -m ops.bench.proxy --requests 4 --memories 3" in page
