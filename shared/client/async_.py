@@ -111,7 +111,7 @@ class AsyncMemorydClient:
         ids of earlier writes) and `consistency="fresh"` (all of this user's unfinished
         writes) wait for those writes first; `freshness` in the answer says if they ended."""
         return await self._run(calls.search(user_id, query, after_jobs=after_jobs,
-                                  consistency=consistency, **options))
+                                            consistency=consistency, **options))
 
     async def context(
         self, user_id: str, query: str, *, after_jobs: Sequence[str] | None = None,
@@ -119,7 +119,7 @@ class AsyncMemorydClient:
     ) -> ContextResponse:
         """The prompt block for this turn; `after_jobs` / `consistency` as in `search`."""
         return await self._run(calls.context(user_id, query, after_jobs=after_jobs,
-                                  consistency=consistency, **options))
+                                             consistency=consistency, **options))
 
     async def list(self, user_id: str, **filters: Any) -> MemoryPage:
         return await self._run(calls.list_memories(user_id, **filters))

@@ -111,7 +111,7 @@ class MemorydClient:
         ids of earlier writes) and `consistency="fresh"` (all of this user's unfinished
         writes) wait for those writes first; `freshness` in the answer says if they ended."""
         return self._run(calls.search(user_id, query, after_jobs=after_jobs,
-                                  consistency=consistency, **options))
+                                      consistency=consistency, **options))
 
     def context(
         self, user_id: str, query: str, *, after_jobs: Sequence[str] | None = None,
@@ -119,7 +119,7 @@ class MemorydClient:
     ) -> ContextResponse:
         """The prompt block for this turn; `after_jobs` / `consistency` as in `search`."""
         return self._run(calls.context(user_id, query, after_jobs=after_jobs,
-                                  consistency=consistency, **options))
+                                       consistency=consistency, **options))
 
     def list(self, user_id: str, **filters: Any) -> MemoryPage:
         """One page (`type`, `tag`, `scope`, `project`, `sort`, `limit`, `cursor`)."""
