@@ -17,15 +17,15 @@ def test_bench_freshness_prints_enqueue_to_searchable_latency(tmp_path: Path) ->
     out = tmp_path / "freshness.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
     proc = subprocess.run(
-        [sys.executable, "-m", "ops.bench.freshness", "--n", "3", "--work-dir", str(tmp_path),
+        [sys.executable, "-m", "ops.bench.freshness", "--n", "2", "--work-dir", str(tmp_path),
          "--out", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
     rows = [line.split()[0] for line in proc.stdout.splitlines() if line.strip()]
-    assert rows.count("raw") == 3 and rows.count("rules") == 3
+    assert rows.count("raw") == 3 and rows.count("rules") == 3  # three measures each
     report = json.loads(out.read_text())
     assert set(report["modes"]) == {"raw", "rules"}
     for mode in report["modes"].values():
-        assert mode["polled"]["n"] == mode["fresh_search"]["n"] == 3
-        assert mode["fresh_found"] == mode["fresh_applied"] == 3
+        assert mode["polled"]["n"] == mode["fresh_search"]["n"] == 2
+        assert mode["fresh_found"] == mode["fresh_applied"] == 2
         assert 0 < mode["polled"]["p50_ms"] <= mode["polled"]["max_ms"]
