@@ -4,14 +4,15 @@
                              [--readme README.md] [--check]
 
 Every figure on that page comes from a report in `--results`: `bench.json` (`python -m
-ops.bench`), `hostile.json`, `bench-waits.json`, `fairness.json`, `freshness.json` (`python -m
-ops.bench.hostile`, `.waits`, `.fairness`, `.freshness`) and the newest `eval-<dataset>-*.json`
-of each dataset (`memoryd eval`). Each report gets its section: the table, the command that reproduces it (rebuilt from
-what the report recorded) and the machine line the report holds. The prose around them is
-the template below and carries no figure, so nothing on the page is typed by hand; a report
-not there yet gets a line saying how to make it. README's table of current figures (between
-its `figures` markers) is written from the same reports. `--check` writes nothing and exits
-1 when a page differs from what the reports give.
+ops.bench`), `hostile.json`, `bench-waits.json`, `fairness.json`, `freshness.json` (`python
+-m ops.bench.hostile`, `.waits`, `.fairness`, `.freshness`) and the newest
+`eval-<dataset>-*.json` of each dataset (`memoryd eval`). Each report gets its section: the
+table, the command that reproduces it (rebuilt from what the report recorded) and the
+machine line the report holds. The prose around them is the template below and carries no
+figure, so nothing on the page is typed by hand; a report not there yet gets a line saying
+how to make it. README's table of current figures (between its `figures` markers) is written
+from the same reports. `--check` writes nothing and exits 1 when a page differs from what
+the reports give.
 """
 
 from __future__ import annotations
