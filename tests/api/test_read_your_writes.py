@@ -19,10 +19,14 @@ import redis
 from conftest import KEY_A
 
 from shared.client import MemorydClient
+from shared.jobs.enqueue import submit
 from shared.jobs.job_store import JobStore
+from shared.jobs.names import TaskName
 from shared.jobs.pending import pending_key
 from shared.memories.locks import user_lock
-from shared.records.models import Owner
+from shared.records.commands import UpdateCommand
+from shared.records.models import Owner, utcnow
+from shared.records.schemas import UpdateRequest
 
 
 @pytest.fixture(scope="module")
@@ -150,6 +154,24 @@ def test_another_tenants_job_is_not_applied_and_not_waited_for(
         # Tenant B's own fresh read of that user does see its job as pending.
         own = fresh_search(api_b, user, "secret", consistency="fresh", fresh_timeout_s=0)
         assert own["freshness"]["pending_jobs"] == [foreign]
+
+
+def test_a_failed_job_counts_as_ended_and_a_retry_is_pending_again(
+    stack: Any, api: httpx.Client, user: str, rclient: redis.Redis,
+) -> None:
+    # An edit of a memory that does not exist: the worker fails it (not_found).
+    command = UpdateCommand(tenant_id="tenant-a", user_id=user, received_at=utcnow(),
+                            memory_id=str(uuid.uuid4()), changes=UpdateRequest(importance=9))
+    job = submit(stack.runtime.jobs, stack.runtime.celery, TaskName.UPDATE, command).job_id
+    body = fresh_search(api, user, "anything", after_jobs=[job], consistency="fresh")
+    assert body["freshness"]["applied"] is True and body["freshness"]["pending_jobs"] == []
+    assert api.get(f"/v1/jobs/{job}").json()["status"] == "failed"
+    with holding(rclient, "tenant-a", user):
+        assert api.post(f"/v1/jobs/{job}/retry").status_code == 202
+        again = fresh_search(api, user, "anything", consistency="fresh", fresh_timeout_s=0)
+        assert again["freshness"]["pending_jobs"] == [job]
+    ended = fresh_search(api, user, "anything", consistency="fresh")
+    assert ended["freshness"]["applied"] is True
 
 
 def test_a_job_whose_end_is_never_recorded_stops_counting(
