@@ -105,14 +105,24 @@ def polled(api: httpx.Client, user: str, mode: str, i: int, args: argparse.Names
     return time.perf_counter() - started
 
 
-def fresh(api: httpx.Client, user: str, mode: str, i: int) -> tuple[float, float, bool, bool]:
-    """(the fresh search's seconds, seconds from before the write, found, applied)."""
+def job_seconds(api: httpx.Client, job: str) -> float:
+    """The job's own time, accepted to ended, as its record says (both written in the stack)."""
+    view = api.get(f"/v1/jobs/{job}").json()
+    ended = datetime.fromisoformat(view["updated_at"])
+    return (ended - datetime.fromisoformat(view["created_at"])).total_seconds()
+
+
+def fresh(api: httpx.Client, user: str, mode: str, i: int) -> dict[str, Any]:
+    """The fresh search's seconds, seconds from before the write, the wait it reported, the
+    job's own time, whether it found the write and said applied."""
     started = time.perf_counter()
-    tag, _ = write(api, user, mode, i)
+    tag, job = write(api, user, mode, i)
     before = time.perf_counter()
     body = search(api, user, tag, consistency="fresh", fresh_timeout_s=FRESH_TIMEOUT_S)
     done = time.perf_counter()
-    return done - before, done - started, holds(body, tag), bool(body["freshness"]["applied"])
+    return {"search": done - before, "total": done - started,
+            "waited": body["freshness"]["waited_ms"] / 1000.0, "job": job_seconds(api, job),
+            "found": holds(body, tag), "applied": bool(body["freshness"]["applied"])}
 
 
 def measure(api: httpx.Client, mode: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -123,17 +133,14 @@ def measure(api: httpx.Client, mode: str, args: argparse.Namespace) -> dict[str,
     log(f"{mode}: {args.n} writes polled until searchable")
     latencies = [polled(api, poll_user, mode, i, args) for i in range(args.n)]
     log(f"{mode}: {args.n} writes each read back by one fresh search")
-    searches, totals, found, applied = [], [], 0, 0
-    for i in range(args.n):
-        took, total, hit, done = fresh(api, fresh_user, mode, i)
-        searches.append(took)
-        totals.append(total)
-        found += hit
-        applied += done
+    runs = [fresh(api, fresh_user, mode, i) for i in range(args.n)]
     return {"polled": latency_summary(latencies),
-            "fresh_search": latency_summary(searches),
-            "fresh_write_to_answer": latency_summary(totals),
-            "fresh_found": found, "fresh_applied": applied}
+            "fresh_search": latency_summary([r["search"] for r in runs]),
+            "fresh_write_to_answer": latency_summary([r["total"] for r in runs]),
+            "fresh_waited": latency_summary([r["waited"] for r in runs]),
+            "fresh_job": latency_summary([r["job"] for r in runs]),
+            "fresh_found": sum(r["found"] for r in runs),
+            "fresh_applied": sum(r["applied"] for r in runs)}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -156,7 +163,11 @@ def table(report: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     for mode, m in report["modes"].items():
         for key, label in (("polled", "POST, then search every poll until found"),
                            ("fresh_search", "one consistency=fresh search after the POST"),
-                           ("fresh_write_to_answer", "POST + that fresh search")):
+                           ("fresh_write_to_answer", "POST + that fresh search"),
+                           ("fresh_waited", "its wait, as freshness.waited_ms says"),
+                           ("fresh_job", "the awaited job, accepted to ended")):
+            if key not in m:
+                continue
             s = m[key]
             rows.append((mode, label, f"{s['p50_ms']:.1f}", f"{s['p99_ms']:.1f}",
                          f"{s['max_ms']:.1f}"))

@@ -72,7 +72,8 @@ def write_reports(results: Path, scale: float) -> None:
         "n": 7, "poll_ms": 5.0, "embedder": "e5-small", "fresh_timeout_s": 30.0,
         "machine": MACHINE, "date": "2026-01-02T03:04:05+00:00",
         "modes": {mode: {"polled": lat, "fresh_search": lat, "fresh_write_to_answer": lat,
-                         "fresh_found": 7, "fresh_applied": 7} for mode in ("raw", "rules")},
+                         "fresh_waited": lat, "fresh_job": lat, "fresh_found": 7,
+                         "fresh_applied": 7} for mode in ("raw", "rules")},
     })
     save("eval-locomo-20260102T030405.json", {
         "dataset": "locomo", "embedder": "e5-small", "modes": ["dense", "hybrid"],

@@ -22,7 +22,7 @@ def test_bench_freshness_prints_enqueue_to_searchable_latency(tmp_path: Path) ->
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
     rows = [line.split()[0] for line in proc.stdout.splitlines() if line.strip()]
-    assert rows.count("raw") == 3 and rows.count("rules") == 3  # three measures each
+    assert rows.count("raw") == 5 and rows.count("rules") == 5  # five measures each
     report = json.loads(out.read_text())
     assert set(report["modes"]) == {"raw", "rules"}
     for mode in report["modes"].values():
