@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Sequence
 from typing import Annotated
 
 from fastapi import Depends, Request
 
-from shared.jobs.job_store import AsyncJobWaiter
+from shared.jobs.job_store import AsyncJobWaiter, ended
+from shared.platform.errors import NotFound
 from shared.platform.settings import Settings
-from shared.records.schemas import JobView
+from shared.records.schemas import Consistency, Freshness, JobView, ReadYourWrites
 
 
 class Waits:
@@ -54,6 +56,52 @@ class Waits:
             if self._active[key_id] <= 0:
                 del self._active[key_id]
 
+    async def await_writes(
+        self, key_id: str, tenant_id: str, user_id: str, after_jobs: Sequence[str],
+        consistency: Consistency, timeout_s: float | None,
+    ) -> Freshness:
+        """Read-your-writes: wait until the named jobs and, with `consistency="fresh"`, the
+        user's pending writes have ended, or `timeout_s` (default `fresh_wait_s`, at most
+        `max_wait_s`) has passed; then say which had not.
+
+        Only the tenant's own jobs are awaited: an `after_jobs` id that is unknown or
+        another tenant's is reported pending at once (the same answer for both, so it
+        leaks nothing), and never holds the read for the bound. The whole wait counts as
+        one against the key's cap of concurrent waits; past the cap it reports the jobs as
+        they are now. The jobs are awaited one after another: all must end, so the wait
+        lasts as long as the slowest, and holds one coroutine and no thread.
+        """
+        waiter = self._for_loop()
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        limit = self._settings.fresh_wait_s if timeout_s is None else timeout_s
+        limit = min(limit, self._settings.max_wait_s)
+        awaited = list(dict.fromkeys(after_jobs))
+        if consistency == "fresh":
+            seen = set(awaited)
+            awaited += [j for j in await waiter.pending_of(tenant_id, user_id) if j not in seen]
+        states = await waiter.states(awaited, tenant_id)
+        open_ = [j for j in awaited if states[j] is not None and not ended(states[j])]
+        if open_ and limit > 0 and self._active[key_id] < self._settings.max_waits_per_key:
+            self._active[key_id] += 1
+            try:
+                for job_id in open_:
+                    left = start + limit - loop.time()
+                    if left <= 0:
+                        break
+                    try:
+                        await waiter.wait(job_id, tenant_id, left)
+                    except NotFound:  # gone meanwhile: re-read below, reported pending
+                        pass
+            finally:
+                self._active[key_id] -= 1
+                if self._active[key_id] <= 0:
+                    del self._active[key_id]
+            states.update(await waiter.states(open_, tenant_id))
+        pending = [j for j in awaited if not ended(states[j])]
+        return Freshness(applied=not pending, pending_jobs=pending,
+                         waited_ms=round((loop.time() - start) * 1000.0, 3))
+
     def active(self, key_id: str) -> int:
         return self._active[key_id]
 
@@ -69,3 +117,13 @@ async def _waits(request: Request) -> Waits:
 
 
 WaitsDep = Annotated[Waits, Depends(_waits)]
+
+
+async def read_your_writes(
+    waits: Waits, key_id: str, tenant_id: str, user_id: str, req: ReadYourWrites,
+) -> Freshness | None:
+    """The wait a read asked for before it runs; None when it asked for none."""
+    if not req.wants_fresh():
+        return None
+    return await waits.await_writes(key_id, tenant_id, user_id, req.after_jobs,
+                                    req.consistency, req.fresh_timeout_s)

@@ -57,7 +57,7 @@ class Runtime:
 
     @cached_property
     def jobs(self) -> JobStore:
-        return JobStore(self.redis, self.settings.job_ttl_s)
+        return JobStore(self.redis, self.settings.job_ttl_s, self.settings.pending_job_ttl_s)
 
     @cached_property
     def fence(self) -> WriteFence:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import RuntimeDep, TenantDep, owner_of
+from api.deps import PrincipalDep, RuntimeDep, TenantDep, owner_of
 from api.responses import ERROR_RESPONSES
+from api.waits import WaitsDep, read_your_writes
 from shared.memories import context
 from shared.records.schemas import ContextRequest, ContextResponse, ErrorBody
 from shared.tenancy.limits import check_context
@@ -25,7 +26,8 @@ router = APIRouter(prefix="/v1", tags=["context"], responses=ERROR_RESPONSES)
     },
 )
 async def post_context(
-    req: ContextRequest, rt: RuntimeDep, tenant: TenantDep,
+    req: ContextRequest, rt: RuntimeDep, tenant: TenantDep, principal: PrincipalDep,
+    waits: WaitsDep,
 ) -> ContextResponse:
     """The user's memories relevant to this turn, as a text block to put in the prompt.
 
@@ -50,12 +52,18 @@ async def post_context(
       4 other characters).
     - Nothing relevant, or nothing that fits: `block` is `""`, `tokens` 0, `items` empty.
     - The memories in the block count as accessed, as search results do.
+    - **Read-your-writes**: `after_jobs` and `consistency: "fresh"` wait for writes before
+      the block is built, as in `/v1/search`; `freshness` says whether they had all ended.
     """
     check_context(req, rt.settings)
     owner = owner_of(tenant, req.user_id)
+    # Read-your-writes: the awaited writes end (or the bound passes) before the read.
+    freshness = await read_your_writes(waits, principal.key_id, tenant, req.user_id, req)
     # One worker-thread hop, as in /v1/search.
     response = await run_in_threadpool(lambda: context.build_context(rt.read_path(), owner, req))
     if response.items and rt.settings.search_record_access:
         # Only what the model will read was used.
         rt.access.note(owner, [item.memory.id for item in response.items])
+    if freshness is not None:
+        response.freshness = freshness
     return response

@@ -47,4 +47,5 @@ def retry_job(job_id: str, rt: RuntimeDep, tenant: TenantDep) -> JobAccepted:
 
     Needs scopes `write` and `admin`. Safe: every write is idempotent.
     """
-    return failed_jobs.retry(rt.redis, rt.celery, tenant, job_id)
+    return failed_jobs.retry(rt.redis, rt.celery, tenant, job_id,
+                             rt.settings.pending_job_ttl_s)

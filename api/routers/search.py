@@ -5,8 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import RuntimeDep, TenantDep, owner_of
+from api.deps import PrincipalDep, RuntimeDep, TenantDep, owner_of
 from api.responses import ERROR_RESPONSES
+from api.waits import WaitsDep, read_your_writes
 from shared.memories import reads
 from shared.records.schemas import ErrorBody, SearchRequest, SearchResponse
 from shared.tenancy.limits import check_search
@@ -20,20 +21,33 @@ router = APIRouter(prefix="/v1", tags=["search"], responses=ERROR_RESPONSES)
     responses={401: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}},
 )
 async def post_search(
-    req: SearchRequest, rt: RuntimeDep, tenant: TenantDep,
+    req: SearchRequest, rt: RuntimeDep, tenant: TenantDep, principal: PrincipalDep,
+    waits: WaitsDep,
 ) -> SearchResponse:
     """The user's global memories plus the given project's, most relevant first.
 
     Scores are calibrated to [0, 1] in every mode (`hybrid` by default: dense and
     keyword relevance fused, then boosted by recency, importance and past access);
     `explain: true` returns each component.
+
+    **Read-your-writes**: `after_jobs` (job ids from writes' 202 answers) and/or
+    `consistency: "fresh"` (every write of this user accepted and not yet ended) make the
+    search first wait for those jobs, at most `fresh_timeout_s` (default
+    `MEMORYD_FRESH_WAIT_S`, capped by `MEMORYD_MAX_WAIT_S`), then answer as usual.
+    `freshness.applied` says whether all had ended; `pending_jobs` lists those that had
+    not. A failed job counts as ended (see `GET /v1/jobs/{id}`); an id that is not one of
+    this tenant's jobs is reported pending at once, never waited for.
     """
     check_search(req, rt.settings)
     owner = owner_of(tenant, req.user_id)
+    # Read-your-writes: the awaited writes end (or the bound passes) before the read.
+    freshness = await read_your_writes(waits, principal.key_id, tenant, req.user_id, req)
     # One worker-thread hop for the blocking part; an `async def` route also keeps FastAPI
     # from validating the response in yet another thread.
     response = await run_in_threadpool(lambda: reads.search(rt.read_path(), owner, req))
     if response.results and rt.settings.search_record_access:
         # A dict update here; Redis and the store see the counts once per window.
         rt.access.note(owner, [h.memory.id for h in response.results])
+    if freshness is not None:
+        response.freshness = freshness
     return response

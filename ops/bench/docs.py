@@ -4,14 +4,15 @@
                              [--readme README.md] [--check]
 
 Every figure on that page comes from a report in `--results`: `bench.json` (`python -m
-ops.bench`), `hostile.json`, `bench-waits.json`, `fairness.json`, `proxy.json` (`python -m
-ops.bench.hostile`, `.waits`, `.fairness`, `.proxy`) and the newest `eval-<dataset>-*.json` of
-each dataset (`memoryd eval`). Each report gets its section: the table, the command that
-reproduces it (rebuilt from what the report recorded) and the machine line the report holds.
-The prose around them is the template below and carries no figure, so nothing on the page is
-typed by hand; a report not there yet gets a line saying how to make it. README's table of
-current figures (between its `figures` markers) is written from the same reports. `--check`
-writes nothing and exits 1 when a page differs from what the reports give.
+ops.bench`), `hostile.json`, `bench-waits.json`, `fairness.json`, `proxy.json`,
+`freshness.json` (`python -m ops.bench.hostile`, `.waits`, `.fairness`, `.proxy`,
+`.freshness`) and the newest `eval-<dataset>-*.json` of each dataset (`memoryd eval`). Each
+report gets its section: the table, the command that reproduces it (rebuilt from what the
+report recorded) and the machine line the report holds. The prose around them is the
+template below and carries no figure, so nothing on the page is typed by hand; a report not
+there yet gets a line saying how to make it. README's table of current figures (between its
+`figures` markers) is written from the same reports. `--check` writes nothing and exits 1
+when a page differs from what the reports give.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ops.bench import hostile, report
+from ops.bench import freshness, hostile, report
 from ops.stack import ROOT
 
 PROG = "python -m ops.bench.docs"
@@ -172,6 +173,20 @@ def proxy_block(data: Report) -> list[str]:
     return lines
 
 
+def freshness_block(data: Report) -> list[str]:
+    """`python -m ops.bench.freshness`: enqueue-to-searchable, polled and read-your-writes."""
+    argv = ["python", "-m", "ops.bench.freshness", "--n", str(data["n"]),
+            "--modes", ",".join(data["modes"]), "--poll-ms", f"{data['poll_ms']:g}"]
+    if data.get("embedder", "e5-small") != "e5-small":
+        argv += ["--embedder", str(data["embedder"])]
+    run = f" Run {data['date']}." if data.get("date") else ""
+    found = "; ".join(f"{mode}: {m['fresh_found']} of {data['n']} found, {m['fresh_applied']} "
+                      f"applied" for mode, m in data["modes"].items())
+    return [_command(argv), "", _machine(data.get("machine")) + run, "",
+            *_table(("mode", "measure", "p50 ms", "p99 ms", "max ms"), freshness.table(data)),
+            "", f"Fresh searches that found their write: {found}."]
+
+
 def eval_block(data: Report) -> list[str]:
     """`memoryd eval`: every mode's overall figures, then per category where there are any."""
     argv = ["memoryd", "eval", str(data["dataset"])]
@@ -289,6 +304,14 @@ SECTIONS = (
         "idle: waiting for a job must not take the gateway from other callers.",
         "`python -m ops.bench.waits` saves it",
         _one("bench-waits.json", waits_block)),
+    Section(
+        "Read-your-writes",
+        "Enqueue-to-searchable latency with raw and rules extraction: an interaction is "
+        "posted, then searched for until a result holds its unique token; and the latency "
+        "of one search with `consistency: \"fresh\"` right after the post, which waits for "
+        "the write instead of polling.",
+        "`python -m ops.bench.freshness` saves it",
+        _one("freshness.json", freshness_block)),
     Section(
         "Tenant fairness",
         "One tenant's explicit save, enqueue to done, idle and while another tenant's "

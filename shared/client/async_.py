@@ -17,6 +17,7 @@ from shared.client import webhook_calls as webhooks
 from shared.client.calls import Call, RetryPolicy
 from shared.client.errors import ConnectionFailed, JobTimeout
 from shared.records.schemas import (
+    Consistency,
     ContextResponse,
     JobAccepted,
     JobView,
@@ -105,11 +106,23 @@ class AsyncMemorydClient:
 
     # ---- reads --------------------------------------------------------------------
 
-    async def search(self, user_id: str, query: str, **options: Any) -> SearchResponse:
-        return await self._run(calls.search(user_id, query, **options))
+    async def search(
+        self, user_id: str, query: str, *, after_jobs: Sequence[str] | None = None,
+        consistency: Consistency | None = None, **options: Any,
+    ) -> SearchResponse:
+        """Ranked memories (`top_k`, `mode`, filters, … as keywords). `after_jobs` (job
+        ids of earlier writes) and `consistency="fresh"` (all of this user's unfinished
+        writes) wait for those writes first; `freshness` in the answer says if they ended."""
+        return await self._run(calls.search(user_id, query, after_jobs=after_jobs,
+                                            consistency=consistency, **options))
 
-    async def context(self, user_id: str, query: str, **options: Any) -> ContextResponse:
-        return await self._run(calls.context(user_id, query, **options))
+    async def context(
+        self, user_id: str, query: str, *, after_jobs: Sequence[str] | None = None,
+        consistency: Consistency | None = None, **options: Any,
+    ) -> ContextResponse:
+        """The prompt block for this turn; `after_jobs` / `consistency` as in `search`."""
+        return await self._run(calls.context(user_id, query, after_jobs=after_jobs,
+                                             consistency=consistency, **options))
 
     async def list(self, user_id: str, **filters: Any) -> MemoryPage:
         return await self._run(calls.list_memories(user_id, **filters))

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from shared.client.errors import api_error
 from shared.platform.retry_after import retry_after
 from shared.records.schemas import (
+    Consistency,
     ContextRequest,
     ContextResponse,
     InteractionRequest,
@@ -136,13 +137,31 @@ def save(user_id: str, content: str, wait: float | None = None,
     return Call("POST", "/v1/memories", _save_result, params=_params(wait=wait), json=_body(req))
 
 
-def search(user_id: str, query: str, **options: Any) -> Call[SearchResponse]:
-    req = SearchRequest.model_validate({"user_id": user_id, "query": query, **options})
+def _fresh(after_jobs: Sequence[str] | None, consistency: Consistency | None) -> dict[str, Any]:
+    """Read-your-writes options, sent only when given (the gateway's defaults otherwise)."""
+    given: dict[str, Any] = {}
+    if after_jobs:
+        given["after_jobs"] = list(after_jobs)
+    if consistency is not None:
+        given["consistency"] = consistency
+    return given
+
+
+def search(
+    user_id: str, query: str, *, after_jobs: Sequence[str] | None = None,
+    consistency: Consistency | None = None, **options: Any,
+) -> Call[SearchResponse]:
+    req = SearchRequest.model_validate({"user_id": user_id, "query": query,
+                                        **_fresh(after_jobs, consistency), **options})
     return Call("POST", "/v1/search", _model(SearchResponse), json=_body(req))
 
 
-def context(user_id: str, query: str, **options: Any) -> Call[ContextResponse]:
-    req = ContextRequest.model_validate({"user_id": user_id, "query": query, **options})
+def context(
+    user_id: str, query: str, *, after_jobs: Sequence[str] | None = None,
+    consistency: Consistency | None = None, **options: Any,
+) -> Call[ContextResponse]:
+    req = ContextRequest.model_validate({"user_id": user_id, "query": query,
+                                         **_fresh(after_jobs, consistency), **options})
     return Call("POST", "/v1/context", _model(ContextResponse), json=_body(req))
 
 

@@ -21,6 +21,7 @@ from redis.exceptions import RedisError
 
 from shared.jobs.job_store import failed_index
 from shared.jobs.names import TaskName
+from shared.jobs.pending import PENDING, UNTRACK_LUA
 from shared.jobs.send import send
 from shared.platform.errors import Conflict, InvalidInput, NotFound, QueueUnavailable
 from shared.records.models import JobStatus, utcnow
@@ -35,9 +36,17 @@ local payload = redis.call('HGET', KEYS[1], 'payload')
 if not payload then return {-2, ''} end
 redis.call('HSET', KEYS[1], 'status', 'queued', 'updated_at', ARGV[2])
 redis.call('ZREM', KEYS[2], ARGV[3])
+-- Pending again for its user's fresh reads (shared/jobs/pending.py), until it ends.
+local user = redis.call('HGET', KEYS[1], 'user_id')
+if user and ARGV[5] ~= '' then
+  local pending = ARGV[4] .. ARGV[1] .. ':' .. user
+  redis.call('ZADD', pending, ARGV[5], ARGV[3])
+  redis.call('EXPIRE', pending, ARGV[6])
+end
 return {1, payload}
 """
-_UNCLAIM = """
+_UNCLAIM = UNTRACK_LUA + """
+untrack(ARGV[4], ARGV[3])
 redis.call('HSET', KEYS[1], 'status', 'failed', 'updated_at', ARGV[1])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
 return 1
@@ -129,13 +138,19 @@ def list_failed(
     return FailedJobPage(items=items, next_cursor=encode_cursor(last_score, at_last))
 
 
-def retry(client: redis.Redis, celery: Celery, tenant: str, job_id: str) -> JobAccepted:
-    """Send a failed job's arguments again under its id; 409 unless it is failed."""
+def retry(
+    client: redis.Redis, celery: Celery, tenant: str, job_id: str, pending_ttl_s: int = 900,
+) -> JobAccepted:
+    """Send a failed job's arguments again under its id; 409 unless it is failed.
+
+    The job is its user's pending write again (`shared.jobs.pending`) for `pending_ttl_s`."""
     claim = client.register_script(_CLAIM)
     now = utcnow()
     keys = [_job_key(job_id), failed_index(tenant)]
+    args: list[str | int | float] = [tenant, now.isoformat(), job_id, PENDING,
+                                     now.timestamp() + pending_ttl_s, pending_ttl_s]
     try:
-        outcome, value = cast(list[Any], claim(keys=keys, args=[tenant, now.isoformat(), job_id]))
+        outcome, value = cast(list[Any], claim(keys=keys, args=args))
     except RedisError as exc:
         raise QueueUnavailable(f"the queue is unreachable: {exc}") from exc
     outcome = int(outcome)
@@ -153,7 +168,7 @@ def retry(client: redis.Redis, celery: Celery, tenant: str, job_id: str) -> JobA
     except (OperationalError, RedisError, OSError) as exc:
         unclaim = client.register_script(_UNCLAIM)
         try:
-            unclaim(keys=keys, args=[utcnow().isoformat(), now.timestamp(), job_id])
+            unclaim(keys=keys, args=[utcnow().isoformat(), now.timestamp(), job_id, PENDING])
         except RedisError:
             pass
         raise QueueUnavailable(f"the queue is unreachable: {exc}") from exc

@@ -6,18 +6,24 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import redis
 import redis.asyncio as aioredis
 
 from shared.jobs.forgetting import EPOCH, blank_text, epoch_key, user_jobs_key
+from shared.jobs.pending import PENDING, UNTRACK_LUA, pending_key
 from shared.platform.errors import NotFound
 from shared.records.models import JobStatus, utcnow
 from shared.records.schemas import JobView
 
 _FINAL = {JobStatus.SUCCEEDED.value, JobStatus.FAILED.value}
+
+
+def ended(status: str | None) -> bool:
+    """A job has ended once it succeeded or failed (a failed job applies nothing more)."""
+    return status in _FINAL
 
 # One round trip each, on the two hot paths (enqueue, and a task starting).
 _CREATE = """
@@ -32,6 +38,10 @@ if ARGV[6] ~= '' then
              'forget_epoch', redis.call('GET', KEYS[2]) or '0')
   redis.call('ZADD', KEYS[3], ARGV[7], ARGV[8])
   redis.call('EXPIRE', KEYS[3], ARGV[5])
+  -- The user's pending writes (shared/jobs/pending.py), scored by when the entry lapses.
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[7])
+  redis.call('ZADD', KEYS[4], ARGV[7] + ARGV[10], ARGV[8])
+  redis.call('EXPIRE', KEYS[4], ARGV[10])
 end
 return 1
 """
@@ -56,8 +66,10 @@ local function forgotten_since()
   return now > tonumber(accepted)
 end
 """
+# `_FORGOTTEN_SINCE` reads the epoch prefix from the last argument: it stays last.
 # A result stored after a forget that came after the job was accepted has its texts blanked.
-_SUCCEED = _FORGOTTEN_SINCE + """
+_SUCCEED = _FORGOTTEN_SINCE + UNTRACK_LUA + """
+untrack(ARGV[5], ARGV[6])
 local result = ARGV[1]
 if forgotten_since() then result = ARGV[2] end
 redis.call('HSET', KEYS[1], 'status', 'succeeded', 'result', result, 'error', '',
@@ -70,7 +82,8 @@ return 1
 # Failing also files the job in its tenant's failed-jobs index (score: the time it failed)
 # and keeps the task's arguments, so `POST /v1/jobs/{id}/retry` can send them again.
 # A job accepted before a later forget keeps no arguments: they may hold what it removed.
-_FAIL = _FORGOTTEN_SINCE + """
+_FAIL = _FORGOTTEN_SINCE + UNTRACK_LUA + """
+untrack(ARGV[8], ARGV[7])
 redis.call('HSET', KEYS[1], 'status', 'failed', 'error', ARGV[1], 'updated_at', ARGV[2],
            'failed_at', ARGV[2])
 if ARGV[3] ~= '' and not forgotten_since() then
@@ -102,9 +115,16 @@ def failed_index(tenant_id: str) -> str:
 
 
 class JobStore:
-    def __init__(self, client: redis.Redis, ttl_s: int) -> None:
+    def __init__(self, client: redis.Redis, ttl_s: int, pending_ttl_s: int = 900) -> None:
+        """`pending_ttl_s`: how long a job counts as its user's pending write when its end
+        is never recorded (`shared.jobs.pending`)."""
         self._r = client
         self._ttl = ttl_s
+        self._pending_ttl = pending_ttl_s
+        self._untrack = client.register_script(UNTRACK_LUA + """
+untrack(ARGV[1], ARGV[2])
+return 1
+""")
         self._create = client.register_script(_CREATE)
         self._begin = client.register_script(_BEGIN)
         self._fail = client.register_script(_FAIL)
@@ -129,9 +149,9 @@ class JobStore:
         now = utcnow()
         args: list[str | int | float] = [tenant_id, kind, request_id or "", now.isoformat(),
                                           self._ttl, user_id or "", now.timestamp(), job_id,
-                                          digest]
+                                          digest, self._pending_ttl]
         keys = [self._key(job_id), epoch_key(tenant_id, user_id or ""),
-                user_jobs_key(tenant_id, user_id or "")]
+                user_jobs_key(tenant_id, user_id or ""), pending_key(tenant_id, user_id or "")]
         return bool(self._create(keys=keys, args=args))
 
     def digest(self, job_id: str) -> str | None:
@@ -142,6 +162,7 @@ class JobStore:
         return value.decode() if isinstance(value, bytes) else str(value)
 
     def discard(self, job_id: str) -> None:
+        self._untrack(keys=[self._key(job_id)], args=[PENDING, job_id])
         self._r.delete(self._key(job_id))
 
     def _set(self, job_id: str, **fields: str) -> None:
@@ -165,7 +186,7 @@ class JobStore:
     def mark_succeeded(self, job_id: str, result: dict[str, Any]) -> None:
         # A retried job's kept arguments are no longer needed once it succeeds.
         args: list[str | int] = [json.dumps(result), json.dumps(blank_text(result)),
-                                 utcnow().isoformat(), self._ttl, EPOCH]
+                                 utcnow().isoformat(), self._ttl, PENDING, job_id, EPOCH]
         self._succeed(keys=[self._key(job_id)], args=args)
         self._r.publish(DONE_CHANNEL, job_id)
 
@@ -175,7 +196,7 @@ class JobStore:
         now = utcnow()
         args: list[str | int | float] = [
             json.dumps(error), now.isoformat(), json.dumps(payload) if payload else "",
-            now.timestamp(), self._ttl, FAILED_INDEX, job_id, EPOCH,
+            now.timestamp(), self._ttl, FAILED_INDEX, job_id, PENDING, EPOCH,
         ]
         self._fail(keys=[self._key(job_id)], args=args)
         self._r.publish(DONE_CHANNEL, job_id)
@@ -284,6 +305,26 @@ class AsyncJobWaiter:
     async def get(self, job_id: str, tenant_id: str) -> JobView:
         raw = await self._r.hgetall(f"memoryd:job:{job_id}")
         return JobStore.view_of(job_id, raw, tenant_id)
+
+    async def states(self, job_ids: Sequence[str], tenant_id: str) -> dict[str, str | None]:
+        """Each job's status, in one round trip; None for a job that is not this tenant's
+        (or does not exist), so a foreign id reads exactly like an unknown one."""
+        if not job_ids:
+            return {}
+        pipe = self._r.pipeline(transaction=False)
+        for job_id in job_ids:
+            pipe.hmget(f"memoryd:job:{job_id}", ["tenant_id", "status"])
+        rows = await pipe.execute()
+        return {job_id: (_text(status) if owner is not None and _text(owner) == tenant_id
+                         and status is not None else None)
+                for job_id, (owner, status) in zip(job_ids, rows, strict=True)}
+
+    async def pending_of(self, tenant_id: str, user_id: str) -> list[str]:
+        """The user's writes accepted and not yet ended (`shared.jobs.pending`), oldest
+        entry first; entries past their TTL no longer count."""
+        ids = cast(list[bytes | str], await self._r.zrangebyscore(
+            pending_key(tenant_id, user_id), time.time(), "+inf"))
+        return [_text(job_id) for job_id in ids]
 
     async def wait(self, job_id: str, tenant_id: str, timeout_s: float) -> JobView:
         """The job once it ends, or as it is when `timeout_s` runs out."""

@@ -104,6 +104,12 @@ class Settings(BaseSettings):
     max_top_k: int = Field(100, ge=1)
     max_page_size: int = Field(200, ge=1)
     max_wait_s: float = Field(30.0, ge=0)
+    # Read-your-writes (`after_jobs`, `consistency: fresh` on /v1/search and /v1/context):
+    # the default wait for the awaited writes (capped by max_wait_s), and how long a write
+    # stays on its user's pending list if its end is never recorded (a lost worker), so a
+    # "fresh" read never waits on it for longer than that.
+    fresh_wait_s: float = Field(5.0, ge=0)
+    pending_job_ttl_s: int = Field(900, ge=1)
 
     # Task policy.
     worker_concurrency: int = Field(4, ge=1, le=64)

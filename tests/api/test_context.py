@@ -123,7 +123,8 @@ def test_memories_already_in_the_conversation_are_not_repeated(
 def test_nothing_relevant_is_an_empty_block(api: httpx.Client, user: str) -> None:
     body = context(api, user, EN_QUERY)
     assert body == {"block": "", "language": "en", "tokens": 0, "token_budget": 512,
-                    "tokenizer": default_counter().name, "items": [], "omitted": 0}
+                    "tokenizer": default_counter().name, "items": [], "omitted": 0,
+                    "freshness": None}
 
 
 def test_another_tenant_gets_nothing(api_b: httpx.Client, owner: str) -> None:

@@ -66,6 +66,15 @@ def write_reports(results: Path, scale: float) -> None:
                            "max_ms": 60.6 * scale},
         "ratio_p50": round(50.4 / 30.1, 2), "goal_met": True,
     })
+    lat = {"n": 7, "p50_ms": 40.5 * scale, "p99_ms": 90.25 * scale, "mean_ms": 50.0 * scale,
+           "max_ms": 95.75 * scale}
+    save("freshness.json", {
+        "n": 7, "poll_ms": 5.0, "embedder": "e5-small", "fresh_timeout_s": 30.0,
+        "machine": MACHINE, "date": "2026-01-02T03:04:05+00:00",
+        "modes": {mode: {"polled": lat, "fresh_search": lat, "fresh_write_to_answer": lat,
+                         "fresh_waited": lat, "fresh_job": lat, "fresh_found": 7,
+                         "fresh_applied": 7} for mode in ("raw", "rules")},
+    })
     save("eval-locomo-20260102T030405.json", {
         "dataset": "locomo", "embedder": "e5-small", "modes": ["dense", "hybrid"],
         "started_at": "2026-01-02T03:04:05+00:00", "as_of": None,
@@ -112,6 +121,9 @@ def test_the_page_shows_each_reports_figures_its_command_and_machine(tmp_path: P
     assert ("Command: `python -m ops.bench.fairness --backfill 300 --turns 4 --sentences 12 "
             "--saves 5`") in page
     assert "| dense | 9 | 0.432 | 0.543 | 20.5 / 25.5 |" in page
+    assert "| rules | POST, then search every poll until found | 40.5 | 90.2 | 95.8 |" in page
+    assert ("Command: `python -m ops.bench.freshness --n 7 --modes raw,rules "
+            "--poll-ms 5`") in page
     assert "| hybrid | multi-hop | 4 | 0.232 | 0.352 |" in page
     assert ("Command: `memoryd eval locomo --data ../shared/bench/locomo10.json "
             "--mode dense,hybrid --embedder e5-small`") in page
@@ -147,7 +159,8 @@ def test_only_the_reports_put_figures_on_the_page(tmp_path: Path) -> None:
     assert [source for source, _ in blocks] == [
         "bench-results/eval-<dataset>-<time>.json", "bench-results/bench.json",
         "bench-results/hostile.json", "bench-results/bench-waits.json",
-        "bench-results/fairness.json", "bench-results/proxy.json"]
+        "bench-results/freshness.json", "bench-results/fairness.json",
+        "bench-results/proxy.json"]
     for _, body in blocks:
         assert body.startswith("No report yet: `") and figures(body) == []
 
