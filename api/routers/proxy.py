@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api.deps import PrincipalDep, RequestIdDep, RuntimeDep, owner_of
 from api.responses import ERROR_RESPONSES
+from api.waits import WaitsDep
 from shared.platform.errors import AppError, InvalidInput
 from shared.platform.logs import get_logger
 from shared.proxy.chat import ChatRequest, answer_of, latest_user_text, recent_messages, with_memory
@@ -35,6 +36,7 @@ router = APIRouter(prefix="/v1", tags=["proxy"], responses=ERROR_RESPONSES)
 
 MEMORY_HEADER = "X-Memoryd-Memory"  # none | empty | used
 JOB_HEADER = "X-Memoryd-Job"  # the job the turn is stored by, once the answer is complete
+FRESH_HEADER = "X-Memoryd-Fresh"  # applied | pending: had the user's earlier writes ended
 _IDENTIFIER: TypeAdapter[str] = TypeAdapter(Identifier)
 
 
@@ -80,6 +82,7 @@ async def chat_completions(
     rt: RuntimeDep,
     principal: PrincipalDep,
     request_id: RequestIdDep,
+    waits: WaitsDep,
     x_memoryd_user: Annotated[str | None, Header()] = None,
     x_memoryd_thread: Annotated[str | None, Header()] = None,
     x_memoryd_token_budget: Annotated[int | None, Header(ge=16, le=8000)] = None,
@@ -96,6 +99,9 @@ async def chat_completions(
       (default `MEMORYD_PROXY_TOKEN_BUDGET`). `X-Memoryd-Memory` says `used` (a block went
       in) or `empty` (nothing relevant); `Server-Timing: memoryd-context;dur=<ms>` how long
       the lookup took. Every other field goes upstream as sent.
+    - **Read-your-writes**: the lookup first waits for the user's pending writes (an
+      earlier turn still being stored), up to `MEMORYD_PROXY_FRESH_WAIT_S`;
+      `X-Memoryd-Fresh` says `applied` (all had ended) or `pending` (the wait ran out).
     - **After**: once the whole answer has been sent (a stream: after `data: [DONE]`), the
       latest user message and the answer are enqueued as an interaction of the
       `X-Memoryd-Thread` thread, with an idempotency key derived from the tenant, user,
@@ -127,6 +133,9 @@ async def chat_completions(
         recent = recent_messages(body.messages, settings.max_message_bytes)
         budget = x_memoryd_token_budget or settings.proxy_token_budget
         started = time.perf_counter()
+        fresh = await waits.await_writes(principal.key_id, principal.tenant, user, [],
+                                         "fresh", settings.proxy_fresh_wait_s)
+        headers[FRESH_HEADER] = "applied" if fresh.applied else "pending"
         ctx = await run_in_threadpool(
             proxy_context, rt.read_path(), owner, latest, recent, budget, settings)
         lookup_ms = (time.perf_counter() - started) * 1000

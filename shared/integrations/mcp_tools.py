@@ -88,13 +88,10 @@ class JobLedger:
 
 
 def freshness_options(pending_jobs: Sequence[str]) -> dict[str, Any]:
-    """The extra `/v1/search` options that make a search see the conversation's own pending
-    writes (`pending_jobs`, oldest first), merged into every `search_memories` call.
-
-    Empty while `/v1/search` has no read-your-writes option: it refuses unknown fields, so
-    this helper is the one place that turns the ledger into `after_jobs` once it does.
-    """
-    return {}
+    """The `/v1/search` options that make a search see the conversation's own pending
+    writes (`pending_jobs`, oldest first): it waits for them, within the gateway's bound
+    (`MEMORYD_FRESH_WAIT_S`), before it reads."""
+    return {"after_jobs": list(pending_jobs)} if pending_jobs else {}
 
 
 # ---- errors -----------------------------------------------------------------------
@@ -290,7 +287,10 @@ def build_server(resolve: Resolver, *, wait_s: float, ledger: JobLedger | None =
                     project=project, types=types, tags=tags, categories=categories,
                     min_score=min_score, min_importance=min_importance,
                     occurred_after=occurred_after, occurred_before=occurred_before,
-                ), **freshness_options(jobs.pending(b.conversation)))
+                ), **freshness_options(awaited := jobs.pending(b.conversation)))
+        if found.freshness is not None:  # the writes that ended need no wait again
+            for job_id in set(awaited) - set(found.freshness.pending_jobs):
+                jobs.done(b.conversation, job_id)
         return found.model_dump(mode="json", exclude_none=True)
 
     @server.tool(annotations=_READ)

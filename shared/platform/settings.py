@@ -245,6 +245,9 @@ class Settings(BaseSettings):
     proxy_timeout_s: float = Field(300.0, gt=0)  # between two bytes of the upstream's answer
     # Tokens the memory context may take in the prompt (per request: X-Memoryd-Token-Budget).
     proxy_token_budget: int = Field(512, ge=16, le=8000)
+    # Read-your-writes: before its lookup the proxy waits up to this long for the user's
+    # pending writes (an earlier turn still being stored); 0 reads at once.
+    proxy_fresh_wait_s: float = Field(2.0, ge=0, le=60)
 
     @field_validator("proxy_upstream_url")
     @classmethod

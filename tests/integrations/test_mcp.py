@@ -31,11 +31,12 @@ CHANGES = {"update_memory", "delete_memory", "delete_all_memories"}
 TOOLS = READS | CHANGES | {"add_memory"}
 
 @asynccontextmanager
-async def stdio_session(base_url: str, key: str, user: str) -> AsyncIterator[ClientSession]:
+async def stdio_session(base_url: str, key: str, user: str,
+                        wait_s: float = 20) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "workers.cli", "mcp", "--user", user], cwd=REPO,
         env={"MEMORYD_URL": base_url, "MEMORYD_API_KEY": key, "PYTHONPATH": str(REPO),
-             "MEMORYD_MCP_WAIT_S": "20"},
+             "MEMORYD_MCP_WAIT_S": str(wait_s)},
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
@@ -196,6 +197,28 @@ def run(opener: Callable[[str, str], Any], user: str) -> None:
 
 def test_stdio_transport(base_url: str) -> None:
     run(lambda key, who: stdio_session(base_url, key, who), f"u1-{uuid.uuid4().hex[:8]}")
+
+
+def test_a_search_sees_the_conversations_own_writes(base_url: str) -> None:
+    """Write tools that answer at once (no wait): the next search still finds each write,
+    since it waits for the conversation's pending jobs (`after_jobs`)."""
+    user = f"u3-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> None:
+        async with stdio_session(base_url, KEY_A, user, wait_s=0) as session:
+            for fact, question, word in (
+                    ("I moved to Berlin in March 2024", "where do I live?", "Berlin"),
+                    ("My sister is called Ines", "what is my sister's name?", "Ines")):
+                answer = await call(session, "add_memory", messages=[
+                    {"role": "user", "content": f"Remember that {fact}"}], thread_id="t")
+                assert answer["done"] is False and answer["job_id"], answer
+                found = await call(session, "search_memories", query=question, limit=3)
+                assert found["freshness"]["applied"] is True, found
+                assert found["freshness"]["pending_jobs"] == []
+                assert any(word in h["memory"]["content"]
+                           for h in found["results"]), found
+
+    asyncio.run(main())
 
 
 def test_http_transport(base_url: str) -> None:

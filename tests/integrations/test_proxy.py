@@ -118,6 +118,24 @@ def test_stream_passes_through_chunk_by_chunk_and_is_stored(
     assert hits and hits[0]["memory"]["content"] == "User works as a nurse on night shifts"
 
 
+def test_the_next_turn_reads_the_previous_turns_memory(
+    proxy_url: str, fake: FakeLLM, user: str,
+) -> None:
+    """A turn's memory reaches the very next turn's context, although storing it is
+    asynchronous: the lookup waits for the user's pending writes first."""
+    chat = client(proxy_url, **{"X-Memoryd-User": user})
+    first = chat.chat.completions.with_raw_response.create(model="m", messages=[
+        {"role": "user", "content": "Remember that I moved to Berlin in March 2024"}])
+    assert first.headers["X-Memoryd-Job"]  # enqueued, and not awaited by this test
+    following = chat.chat.completions.with_raw_response.create(model="m", messages=[
+        {"role": "user", "content": "So I moved to Berlin in March 2024?"}])
+    assert following.headers["X-Memoryd-Fresh"] == "applied"
+    assert following.headers["X-Memoryd-Memory"] == "used"
+    _, sent = fake.received()
+    assert "Berlin" in sent.messages[0]["content"]  # the memory block, before the question
+    assert sent.messages[-1]["content"] == "So I moved to Berlin in March 2024?"
+
+
 def test_stream_reassembly_reads_the_upstream_bytes(fake: FakeLLM) -> None:
     """What is stored as the answer of a stream: its deltas joined, read off the same bytes
     the caller gets, in reads of any size."""
