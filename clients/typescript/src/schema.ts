@@ -117,6 +117,14 @@ export interface paths {
          *     Scores are calibrated to [0, 1] in every mode (`hybrid` by default: dense and
          *     keyword relevance fused, then boosted by recency, importance and past access);
          *     `explain: true` returns each component.
+         *
+         *     **Read-your-writes**: `after_jobs` (job ids from writes' 202 answers) and/or
+         *     `consistency: "fresh"` (every write of this user accepted and not yet ended) make the
+         *     search first wait for those jobs, at most `fresh_timeout_s` (default
+         *     `MEMORYD_FRESH_WAIT_S`, capped by `MEMORYD_MAX_WAIT_S`), then answer as usual.
+         *     `freshness.applied` says whether all had ended; `pending_jobs` lists those that had
+         *     not. A failed job counts as ended (see `GET /v1/jobs/{id}`); an id that is not one of
+         *     this tenant's jobs is reported pending at once, never waited for.
          */
         post: operations["post_search_v1_search_post"];
         delete?: never;
@@ -159,6 +167,8 @@ export interface paths {
          *       4 other characters).
          *     - Nothing relevant, or nothing that fits: `block` is `""`, `tokens` 0, `items` empty.
          *     - The memories in the block count as accessed, as search results do.
+         *     - **Read-your-writes**: `after_jobs` and `consistency: "fresh"` wait for writes before
+         *       the block is built, as in `/v1/search`; `freshness` says whether they had all ended.
          */
         post: operations["post_context_v1_context_post"];
         delete?: never;
@@ -266,6 +276,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/chat/completions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Chat Completions
+         * @description OpenAI chat completions through memoryd, to the upstream `MEMORYD_PROXY_UPSTREAM_URL`.
+         *
+         *     - **User**: the `X-Memoryd-User` header, else the body's `user` field (the header wins:
+         *       a deployment sets it on purpose, while `user` is often an opaque id an app sends for
+         *       the provider's abuse tracking). Neither: the request goes upstream unchanged,
+         *       nothing is stored, and the answer carries `X-Memoryd-Memory: none`.
+         *     - **Before**: the memory context for the latest user message (as POST /v1/context,
+         *       with the request's messages as the conversation) goes in as a system message after
+         *       the leading system and developer messages, within `X-Memoryd-Token-Budget` tokens
+         *       (default `MEMORYD_PROXY_TOKEN_BUDGET`). `X-Memoryd-Memory` says `used` (a block went
+         *       in) or `empty` (nothing relevant); `Server-Timing: memoryd-context;dur=<ms>` how long
+         *       the lookup took. Every other field goes upstream as sent.
+         *     - **Read-your-writes**: the lookup first waits for the user's pending writes (an
+         *       earlier turn still being stored), up to `MEMORYD_PROXY_FRESH_WAIT_S`;
+         *       `X-Memoryd-Fresh` says `applied` (all had ended) or `pending` (the wait ran out).
+         *     - **After**: once the whole answer has been sent (a stream: after `data: [DONE]`), the
+         *       latest user message and the answer are enqueued as an interaction of the
+         *       `X-Memoryd-Thread` thread, with an idempotency key derived from the tenant, user,
+         *       thread and messages: a retry of the same request stores the turn once.
+         *       `X-Memoryd-Job` names that job. A client that disconnects before the end of a stream
+         *       stores nothing (it never saw the whole answer), and the upstream stream is closed.
+         *     - **Upstream errors** (any status >= 400, e.g. 429 with `Retry-After`) come back with
+         *       their status, body and rate-limit headers; unreachable: 502 `upstream_unreachable`.
+         *     - **Scopes**: `read` and `write` (it reads memories and stores the turn).
+         *     - No upstream configured: 404 `proxy_not_configured`.
+         */
+        post: operations["chat_completions_v1_chat_completions_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/users": {
         parameters: {
             query?: never;
@@ -353,6 +407,95 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Webhooks
+         * @description The tenant's endpoints, oldest first, without their secrets.
+         */
+        get: operations["list_webhooks_v1_webhooks_get"];
+        put?: never;
+        /**
+         * Create Webhook
+         * @description Register an endpoint. The answer holds its signing secret, shown this once.
+         *
+         *     The URL must be http(s) without credentials, on a host that resolves to none of the
+         *     refused addresses (loopback, link-local, unspecified, multicast, reserved, and private
+         *     unless the deployment allows it): 422 `url_refused` otherwise.
+         */
+        post: operations["create_webhook_v1_webhooks_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{webhook_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete Webhook
+         * @description Remove an endpoint and its delivery log; pending retries to it stop.
+         */
+        delete: operations["delete_webhook_v1_webhooks__webhook_id__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{webhook_id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate Webhook Secret
+         * @description A new signing secret, shown this once; every attempt from now on signs with it.
+         */
+        post: operations["rotate_webhook_secret_v1_webhooks__webhook_id__rotate_secret_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{webhook_id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Deliveries
+         * @description The endpoint's recent deliveries, newest first: status, attempts, last status code,
+         *     last error and next retry. The newest `MEMORYD_WEBHOOK_DELIVERIES_KEPT` are kept.
+         */
+        get: operations["list_deliveries_v1_webhooks__webhook_id__deliveries_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/metrics": {
         parameters: {
             query?: never;
@@ -419,6 +562,34 @@ export interface components {
          * @enum {string}
          */
         BlockLanguage: "zh" | "en";
+        /** ChatMessage */
+        ChatMessage: {
+            /** Role */
+            role: string;
+            /** Content */
+            content?: string | {
+                [key: string]: unknown;
+            }[] | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * ChatRequest
+         * @description What the proxy needs to know of a request; extra fields are kept as sent.
+         */
+        ChatRequest: {
+            /** Messages */
+            messages: components["schemas"]["ChatMessage"][];
+            /**
+             * Stream
+             * @default false
+             */
+            stream?: boolean;
+            /** User */
+            user?: string | null;
+        } & {
+            [key: string]: unknown;
+        };
         /** ContextItem */
         ContextItem: {
             memory: components["schemas"]["MemoryView"];
@@ -437,6 +608,23 @@ export interface components {
         ContextLanguage: "auto" | "zh" | "en";
         /** ContextRequest */
         ContextRequest: {
+            /**
+             * After Jobs
+             * @description job ids (from a write's 202) to wait for before reading; only the caller's tenant's jobs count: an unknown or foreign id is reported pending, never waited for
+             */
+            after_jobs?: string[];
+            /**
+             * Consistency
+             * @description 'fresh': also wait for this user's writes that were accepted and have not ended; 'eventual': no wait
+             * @default eventual
+             * @enum {string}
+             */
+            consistency?: "eventual" | "fresh";
+            /**
+             * Fresh Timeout S
+             * @description the most seconds to wait (default MEMORYD_FRESH_WAIT_S, at most MEMORYD_MAX_WAIT_S)
+             */
+            fresh_timeout_s?: number | null;
             scope?: components["schemas"]["Scope"] | null;
             /** Project */
             project?: string | null;
@@ -504,6 +692,49 @@ export interface components {
              * @description relevant memories left out because of the budget
              */
             omitted: number;
+            /** @description set when after_jobs or consistency 'fresh' was asked */
+            freshness?: components["schemas"]["Freshness"] | null;
+        };
+        /** DeliveryList */
+        DeliveryList: {
+            /** Items */
+            items: components["schemas"]["DeliveryView"][];
+        };
+        /**
+         * DeliveryStatus
+         * @enum {string}
+         */
+        DeliveryStatus: "pending" | "retrying" | "delivered" | "failed";
+        /** DeliveryView */
+        DeliveryView: {
+            /** Id */
+            id: string;
+            /** Endpoint Id */
+            endpoint_id: string;
+            /** Event Id */
+            event_id: string;
+            event: components["schemas"]["EventKind"];
+            status: components["schemas"]["DeliveryStatus"];
+            /** Attempts */
+            attempts: number;
+            /** Last Status Code */
+            last_status_code?: number | null;
+            /** Last Error */
+            last_error?: string | null;
+            /** Next Retry At */
+            next_retry_at?: string | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+            /** Delivered At */
+            delivered_at?: string | null;
         };
         /**
          * DuplicateKind
@@ -523,6 +754,11 @@ export interface components {
             /** Field */
             field?: string | null;
         };
+        /**
+         * EventKind
+         * @enum {string}
+         */
+        EventKind: "job.succeeded" | "job.failed" | "memory.added" | "memory.updated" | "memory.deleted";
         /**
          * ExtractMode
          * @enum {string}
@@ -567,6 +803,30 @@ export interface components {
             items: components["schemas"]["FailedJob"][];
             /** Next Cursor */
             next_cursor?: string | null;
+        };
+        /**
+         * Freshness
+         * @description Whether the writes a read waited for had ended when it read.
+         *
+         *     A job ended when it succeeded or failed: a failed job counts as ended (nothing more of
+         *     it will be applied), and its failure is visible through `GET /v1/jobs/{id}`.
+         */
+        Freshness: {
+            /**
+             * Applied
+             * @description every awaited job had ended
+             */
+            applied: boolean;
+            /**
+             * Pending Jobs
+             * @description awaited jobs that had not ended when the wait ran out (and any after_jobs id that is not one of this tenant's jobs)
+             */
+            pending_jobs: string[];
+            /**
+             * Waited Ms
+             * @description time spent waiting before the read
+             */
+            waited_ms: number;
         };
         /** HTTPValidationError */
         HTTPValidationError: {
@@ -909,6 +1169,23 @@ export interface components {
         SearchMode: "dense" | "keyword" | "hybrid";
         /** SearchRequest */
         SearchRequest: {
+            /**
+             * After Jobs
+             * @description job ids (from a write's 202) to wait for before reading; only the caller's tenant's jobs count: an unknown or foreign id is reported pending, never waited for
+             */
+            after_jobs?: string[];
+            /**
+             * Consistency
+             * @description 'fresh': also wait for this user's writes that were accepted and have not ended; 'eventual': no wait
+             * @default eventual
+             * @enum {string}
+             */
+            consistency?: "eventual" | "fresh";
+            /**
+             * Fresh Timeout S
+             * @description the most seconds to wait (default MEMORYD_FRESH_WAIT_S, at most MEMORYD_MAX_WAIT_S)
+             */
+            fresh_timeout_s?: number | null;
             scope?: components["schemas"]["Scope"] | null;
             /** Project */
             project?: string | null;
@@ -963,6 +1240,8 @@ export interface components {
             results: components["schemas"]["SearchHit"][];
             /** Took Ms */
             took_ms: number;
+            /** @description set when after_jobs or consistency 'fresh' was asked */
+            freshness?: components["schemas"]["Freshness"] | null;
         };
         /**
          * Source
@@ -1015,6 +1294,80 @@ export interface components {
             input?: unknown;
             /** Context */
             ctx?: Record<string, never>;
+        };
+        /**
+         * WebhookCreate
+         * @description `POST /v1/webhooks`. The URL is checked again at every delivery (DNS can change).
+         */
+        WebhookCreate: {
+            /**
+             * Url
+             * @description http(s) URL; no credentials; public hosts unless allowed
+             */
+            url: string;
+            /** Events */
+            events: components["schemas"]["EventKind"][];
+            /**
+             * Include Content
+             * @description memory.added / memory.updated events carry the memory's text
+             * @default false
+             */
+            include_content?: boolean;
+            /** Description */
+            description?: string | null;
+        };
+        /**
+         * WebhookCreated
+         * @description Registration (and secret rotation): the signing secret, shown this once.
+         */
+        WebhookCreated: {
+            /** Id */
+            id: string;
+            /** Url */
+            url: string;
+            /** Events */
+            events: components["schemas"]["EventKind"][];
+            /** Include Content */
+            include_content: boolean;
+            /** Description */
+            description?: string | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Secret Rotated At */
+            secret_rotated_at?: string | null;
+            /** Secret */
+            secret: string;
+        };
+        /** WebhookList */
+        WebhookList: {
+            /** Items */
+            items: components["schemas"]["WebhookView"][];
+        };
+        /**
+         * WebhookView
+         * @description An endpoint as listed: never its secret.
+         */
+        WebhookView: {
+            /** Id */
+            id: string;
+            /** Url */
+            url: string;
+            /** Events */
+            events: components["schemas"]["EventKind"][];
+            /** Include Content */
+            include_content: boolean;
+            /** Description */
+            description?: string | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Secret Rotated At */
+            secret_rotated_at?: string | null;
         };
     };
     responses: never;
@@ -1142,6 +1495,8 @@ export interface operations {
                 sort?: string;
                 limit?: number;
                 cursor?: string | null;
+                /** @description the named slot */
+                key?: string | null;
             };
             header?: never;
             path?: never;
@@ -2502,6 +2857,133 @@ export interface operations {
             };
         };
     };
+    chat_completions_v1_chat_completions_post: {
+        parameters: {
+            query?: never;
+            header?: {
+                "x-memoryd-user"?: string | null;
+                "x-memoryd-thread"?: string | null;
+                "x-memoryd-token-budget"?: number | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChatRequest"];
+            };
+        };
+        responses: {
+            /** @description the upstream's answer, as JSON or as server-sent events (`stream: true`), passed through unchanged */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description this gateway has no upstream (code proxy_not_configured) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the resource is not in a state that allows this */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the body or a field is over its limit (code payload_too_large) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate limit reached (code rate_limited; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the upstream is unreachable (code upstream_unreachable) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Redis or the store is unreachable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the upstream did not answer in time (code upstream_timeout) */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     get_users_v1_users_get: {
         parameters: {
             query?: {
@@ -2862,6 +3344,521 @@ export interface operations {
                 };
             };
             /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the resource is not in a state that allows this */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the body or a field is over its limit (code payload_too_large) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid input; `field` names it */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate limit reached (code rate_limited; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Redis or the store is unreachable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_webhooks_v1_webhooks_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookList"];
+                };
+            };
+            /** @description malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing, unknown or revoked API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the API key lacks a scope this endpoint needs, or is a tenant's key on a store-wide route (code forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such resource for this tenant and user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the resource is not in a state that allows this */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the body or a field is over its limit (code payload_too_large) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid input; `field` names it */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate limit reached (code rate_limited; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Redis or the store is unreachable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_webhook_v1_webhooks_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookCreated"];
+                };
+            };
+            /** @description malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing, unknown or revoked API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the API key lacks a scope this endpoint needs, or is a tenant's key on a store-wide route (code forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such resource for this tenant and user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the resource is not in a state that allows this */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the body or a field is over its limit (code payload_too_large) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid input; `field` names it */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate limit reached (code rate_limited; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Redis or the store is unreachable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_webhook_v1_webhooks__webhook_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                webhook_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing, unknown or revoked API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the API key lacks a scope this endpoint needs, or is a tenant's key on a store-wide route (code forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such resource for this tenant and user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the resource is not in a state that allows this */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the body or a field is over its limit (code payload_too_large) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid input; `field` names it */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate limit reached (code rate_limited; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Redis or the store is unreachable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    rotate_webhook_secret_v1_webhooks__webhook_id__rotate_secret_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                webhook_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookCreated"];
+                };
+            };
+            /** @description malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing, unknown or revoked API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the API key lacks a scope this endpoint needs, or is a tenant's key on a store-wide route (code forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such resource for this tenant and user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the resource is not in a state that allows this */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the body or a field is over its limit (code payload_too_large) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid input; `field` names it */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate limit reached (code rate_limited; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Redis or the store is unreachable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_deliveries_v1_webhooks__webhook_id__deliveries_get: {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                webhook_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryList"];
+                };
+            };
+            /** @description malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing, unknown or revoked API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the API key lacks a scope this endpoint needs, or is a tenant's key on a store-wide route (code forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such resource for this tenant and user */
             404: {
                 headers: {
                     [name: string]: unknown;

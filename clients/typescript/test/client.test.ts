@@ -57,6 +57,18 @@ describe("against a live stack", { skip: live }, () => {
     assert.equal(ctx.items.length, 1);
   });
 
+  test("a fresh search reads a write that was just enqueued", async () => {
+    const cyclist = `${user}-fresh`; // a user of its own: the others' counts stay as they are
+    const job = await memory.addInteraction(cyclist, [
+      { role: "user", content: "My tandem bicycle is painted bright orange" },
+    ], { extract: "raw" });
+    const found = await memory.search(cyclist, "what colour is my tandem bicycle?", {
+      top_k: 3, after_jobs: [job.job_id], consistency: "fresh",
+    });
+    assert.equal(found.freshness?.applied, true, JSON.stringify(found.freshness));
+    assert.ok(found.results.some((r) => r.memory.content.includes("tandem")), JSON.stringify(found));
+  });
+
   test("save, update and history, then forget", async () => {
     const saved = await memory.save(user, "My favourite tea is oolong", { wait: 20, tags: ["tea"] });
     assert.ok("outcome" in saved, JSON.stringify(saved));
