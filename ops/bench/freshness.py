@@ -71,7 +71,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def write(api: httpx.Client, user: str, mode: str, i: int) -> tuple[str, str]:
     """One interaction holding a fresh token; (token, job id). The token ends in digits:
     texts that state different numbers are never deduplicated into one memory."""
-    tag = f"zq{uuid.uuid4().hex[:8]}{i % 1000 + 1000}"
+    # Letters, then four digits: a longer run of digits could pass for a phone number and be
+    # redacted away.
+    letters = "".join(chr(ord("a") + int(c, 16)) for c in uuid.uuid4().hex[:8])
+    tag = f"zq{letters}{i % 1000 + 1000}"
     response = api.post("/v1/interactions", json={
         "user_id": user, "extract": mode,
         "messages": [{"role": "user", "content": SENTENCES[i % len(SENTENCES)].format(tag=tag)}],
@@ -100,7 +103,9 @@ def polled(api: httpx.Client, user: str, mode: str, i: int, args: argparse.Names
     tag, job = write(api, user, mode, i)
     while not holds(search(api, user, tag), tag):
         if time.perf_counter() - started > args.found_timeout_s:
-            raise RuntimeError(f"{mode} write {job} not searchable in {args.found_timeout_s} s")
+            view = api.get(f"/v1/jobs/{job}").json()
+            raise RuntimeError(f"{mode} write {job} ({tag!r}) not searchable in "
+                               f"{args.found_timeout_s} s; the job: {view}")
         time.sleep(args.poll_ms / 1000.0)
     return time.perf_counter() - started
 
