@@ -36,4 +36,7 @@ fi
 .venv/bin/ruff check .
 .venv/bin/mypy
 .venv/bin/lint-imports
-exec .venv/bin/python -m pytest "$@"
+# Two test processes (pytest-xdist), whole files to each: most tests wait on a stack, a
+# worker or a subprocess, so two overlap well on two cores. MEMORYD_TEST_PROCESSES=0 runs
+# everything in this process.
+exec .venv/bin/python -m pytest -n "${MEMORYD_TEST_PROCESSES:-2}" --dist loadfile "$@"

@@ -32,11 +32,13 @@ SECRET = "A's secret: 我的银行卡密码提示是第一只猫的名字"
 
 
 class Victim:
-    def __init__(self, user: str, memory: dict[str, Any], job_id: str, failed_id: str) -> None:
+    def __init__(self, user: str, memory: dict[str, Any], job_id: str, failed_id: str,
+                 webhook_id: str) -> None:
         self.user = user
         self.memory = memory
         self.job_id = job_id
         self.failed_id = failed_id
+        self.webhook_id = webhook_id
 
 
 Call = Callable[[httpx.Client, Victim], httpx.Response]
@@ -82,6 +84,20 @@ CALLS: dict[tuple[str, str], Call] = {
         json=[{"content": "imported by B into its own tenant"}]),
     # Counts only, no tenant data: B (any caller) may read them.
     ("GET", "/metrics"): lambda c, v: c.get("/metrics"),
+    # Webhooks: B lists and registers its own; A's endpoint is a 404 to B.
+    ("GET", "/v1/webhooks"): lambda c, v: c.get("/v1/webhooks"),
+    ("POST", "/v1/webhooks"): lambda c, v: c.post("/v1/webhooks", json={
+        "url": "http://127.0.0.1:9/b-hook", "events": ["memory.deleted"]}),
+    ("DELETE", "/v1/webhooks/{webhook_id}"): lambda c, v: c.delete(
+        f"/v1/webhooks/{v.webhook_id}"),
+    ("POST", "/v1/webhooks/{webhook_id}/rotate-secret"): lambda c, v: c.post(
+        f"/v1/webhooks/{v.webhook_id}/rotate-secret"),
+    ("GET", "/v1/webhooks/{webhook_id}/deliveries"): lambda c, v: c.get(
+        f"/v1/webhooks/{v.webhook_id}/deliveries"),
+    # The proxy (no upstream on this stack: 404 before any memory is read or written).
+    ("POST", "/v1/chat/completions"): lambda c, v: c.post(
+        "/v1/chat/completions", headers={"X-Memoryd-User": v.user}, json={
+            "model": "m", "messages": [{"role": "user", "content": SECRET}]}),
 }
 
 
@@ -149,7 +165,10 @@ def victim(stack: Any, api: httpx.Client, user: str) -> Victim:
     assert wait_job(api, job_id)["status"] == "succeeded"
     failed_id, _ = failing_update(stack, user, "a memory that does not exist yet")
     assert wait_job(api, failed_id)["status"] == "failed"
-    return Victim(user, saved.json()["memory"], job_id, failed_id)
+    hook = api.post("/v1/webhooks", json={"url": "http://127.0.0.1:9/a-hook",
+                                          "events": ["memory.deleted"]})
+    assert hook.status_code == 201, hook.text
+    return Victim(user, saved.json()["memory"], job_id, failed_id, hook.json()["id"])
 
 
 def _writes(route: tuple[str, str]) -> bool:
@@ -165,6 +184,7 @@ def test_every_route_is_classified(stack: Any) -> None:
 def test_other_tenant_walk(stack: Any, api: httpx.Client, api_b: httpx.Client,
                            victim: Victim) -> None:
     before = snapshot(stack, victim)
+    hooks_before = api.get("/v1/webhooks").json()
     for route in sorted(app_routes(stack) & set(OPERATOR)):
         refused = OPERATOR[route](api_b, victim)
         assert refused.status_code == 403, (route, refused.text)
@@ -184,10 +204,15 @@ def test_other_tenant_walk(stack: Any, api: httpx.Client, api_b: httpx.Client,
         assert "jasmine" not in text, (route, text)
         assert victim.failed_id not in text or route == ("POST", "/v1/jobs/{job_id}/retry"), \
             (route, text)
+        assert "a-hook" not in text and (victim.webhook_id not in text or "{webhook_id}" in
+                                         route[1]), (route, text)
         if route in {("GET", "/v1/memories/{memory_id}"), ("PATCH", "/v1/memories/{memory_id}"),
                      ("DELETE", "/v1/memories/{memory_id}"), ("GET", "/v1/jobs/{job_id}"),
                      ("POST", "/v1/jobs/{job_id}/retry"),
-                     ("GET", "/v1/memories/{memory_id}/history")}:
+                     ("GET", "/v1/memories/{memory_id}/history"),
+                     ("DELETE", "/v1/webhooks/{webhook_id}"),
+                     ("POST", "/v1/webhooks/{webhook_id}/rotate-secret"),
+                     ("GET", "/v1/webhooks/{webhook_id}/deliveries")}:
             assert response.status_code == 404, (route, text)
         is_json = response.headers.get("content-type", "").startswith("application/json")
         body = response.json() if is_json else None
@@ -210,6 +235,7 @@ def test_other_tenant_walk(stack: Any, api: httpx.Client, api_b: httpx.Client,
         assert wait_job(api_b, job_id)["status"] in ("succeeded", "failed")
     time.sleep(0.2)
     assert snapshot(stack, victim) == before
+    assert api.get("/v1/webhooks").json() == hooks_before  # A's endpoint, as it was
     # And A still reads its memory through the API, unchanged.
     got = api.get(f"/v1/memories/{victim.memory['id']}", params={"user_id": victim.user})
     assert got.json() == victim.memory
