@@ -122,3 +122,20 @@ def check_filled_store_options(parser: argparse.ArgumentParser, args: argparse.N
                      f"({args.per_user}) memories")
     if args.pool_limit < 0:
         parser.error("--pool-limit must be 0 (every turn) or more")
+
+
+# A user's facts and the questions that ask for them, one question per fact (the same
+# index): what the latency benches store and ask.
+FACTS = [
+    "My sister lives in Porto and teaches maths", "I am allergic to peanuts",
+    "We adopted a grey cat called Miso in 2021", "I run 10 km every Sunday morning",
+    "My favourite food is ramen with extra egg", "I work as a nurse on night shifts",
+    "The car is a blue 2015 Toyota Corolla", "I am learning Japanese on weekends",
+    "My daughter plays the violin at school", "I prefer window seats on long flights",
+]
+QUESTIONS = [
+    "where does my sister live?", "what am I allergic to?", "what is my cat called?",
+    "how far do I run?", "what food do I like?", "what is my job?", "which car do I drive?",
+    "which language am I learning?", "what instrument does my daughter play?",
+    "which seat do I like on planes?",
+]

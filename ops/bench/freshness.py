@@ -20,7 +20,6 @@ Prints a table and writes a JSON report (`--out`) that `python -m ops.bench.docs
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import tempfile
 import time
@@ -33,7 +32,7 @@ from typing import Any
 import httpx
 
 from ops.bench.common import drop_memoryd_environment, latency_summary
-from ops.bench.report import machine_info
+from ops.bench.report import machine_info, write_report
 from ops.stack import ROOT, Stack, log
 
 DEFAULT_OUT = ROOT / "bench-results" / "freshness.json"
@@ -195,8 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     drop_memoryd_environment()
     report = run(args)
     print_report(report)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    write_report(args.out, report)
     log(f"report: {args.out}")
     return 0
 

@@ -33,26 +33,13 @@ from typing import Any
 
 import httpx
 
-from ops.bench.common import drop_memoryd_environment, latency_summary
+from ops.bench.common import FACTS, QUESTIONS, drop_memoryd_environment, latency_summary
 from ops.bench.report import machine_info, write_report
 from ops.stack import ROOT, Stack, log
 from shared.testing.fake_llm import FakeLLM, streamed
 
 GOAL_P50_MS = 15.0
 USER = "proxy-bench-user"
-FACTS = [
-    "My sister lives in Porto and teaches maths", "I am allergic to peanuts",
-    "We adopted a grey cat called Miso in 2021", "I run 10 km every Sunday morning",
-    "My favourite food is ramen with extra egg", "I work as a nurse on night shifts",
-    "The car is a blue 2015 Toyota Corolla", "I am learning Japanese on weekends",
-    "My daughter plays the violin at school", "I prefer window seats on long flights",
-]
-QUESTIONS = [
-    "where does my sister live?", "what am I allergic to?", "what is my cat called?",
-    "how far do I run?", "what food do I like?", "what is my job?", "which car do I drive?",
-    "which language am I learning?", "what instrument does my daughter play?",
-    "which seat do I like on planes?",
-]
 ANSWER = [f"token{i} " for i in range(20)]  # the fake's answer, one delta per token
 KINDS = ("first token (stream)", "total (stream)", "total (no stream)")
 # direct: to the fake; proxied: through memoryd for the user (lookup, insert, store);

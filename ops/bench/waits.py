@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import redis
 
-from ops.bench.common import drop_memoryd_environment, latency_summary
+from ops.bench.common import FACTS, QUESTIONS, drop_memoryd_environment, latency_summary
 from ops.stack import ROOT, Stack, log
 from shared.platform.redis_runtime import embedded_client_url, free_port
 
@@ -36,19 +36,6 @@ GOAL_RATIO = 1.5
 WAITER_KEY = "bench-waits-key-a"
 SEARCH_KEY = "bench-waits-key-b"
 WAITER_TENANT, SEARCH_TENANT = "bench-waiter", "bench-searcher"
-FACTS = [
-    "My sister lives in Porto and teaches maths", "I am allergic to peanuts",
-    "We adopted a grey cat called Miso in 2021", "I run 10 km every Sunday morning",
-    "My favourite food is ramen with extra egg", "I work as a nurse on night shifts",
-    "The car is a blue 2015 Toyota Corolla", "I am learning Japanese on weekends",
-    "My daughter plays the violin at school", "I prefer window seats on long flights",
-]
-QUESTIONS = [
-    "where does my sister live?", "what am I allergic to?", "what is my cat called?",
-    "how far do I run?", "what food do I like?", "what is my job?", "which car do I drive?",
-    "which language am I learning?", "what instrument does my daughter play?",
-    "which seat do I like on planes?",
-]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
