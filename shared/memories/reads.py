@@ -169,8 +169,9 @@ def best_candidates(
     c: scoring.Candidates, final: np.ndarray, rels: np.ndarray, parts: np.ndarray,
     count: int, min_score: float | None,
 ) -> list[Scored]:
-    """The `count` best candidates by final score (ties keep list order), as records."""
-    order = np.argsort(-final, kind="stable")
+    """The `count` best candidates by final score, as records. Equal scores go by memory id,
+    so the same memories in any insertion order give the same ranking."""
+    order = np.lexsort((np.asarray(c.ids), -final))
     if min_score is not None:
         order = order[final[order] >= min_score]
     return [

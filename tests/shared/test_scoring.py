@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from shared.memories.reads import best_candidates
 from shared.records.schemas import SearchMode
 from shared.retrieval.scoring import (
     BOOSTS,
@@ -117,3 +118,21 @@ def test_column_boosts_and_final_scores_match_the_per_payload_ones() -> None:
         expected = boosts(payloads[point_id], AS_OF, w)
         assert dict(zip(BOOSTS, parts[i].tolist(), strict=True)) == pytest.approx(expected)
         assert finals[i] == pytest.approx(final_score(float(rels[i]), expected, w))
+
+
+def test_equal_scores_rank_by_memory_id_whatever_the_list_order() -> None:
+    """Keyword lists order equal scores as the store happened to insert them; the ranking
+    breaks those ties by memory id, so a search gives the same answer on every run."""
+    ids = ["c-memory", "a-memory", "b-memory"]
+    rankings = []
+    for order in (ids, ids[::-1], [ids[1], ids[2], ids[0]]):
+        c = candidates([], [(i, 8.0) for i in order], dict.fromkeys(ids, WHEN))
+        final = np.full(len(c.ids), 0.4)
+        parts = np.zeros((len(c.ids), 3))
+        rankings.append([s.id for s in best_candidates(c, final, final, parts, 3, None)])
+    assert rankings == [["a-memory", "b-memory", "c-memory"]] * 3
+    # A higher score still comes first, whatever its id.
+    c = candidates([], [(i, 8.0) for i in ids], dict.fromkeys(ids, WHEN))
+    final = np.array([0.9, 0.4, 0.4])
+    top = best_candidates(c, final, final, np.zeros((3, 3)), 2, None)
+    assert [s.id for s in top] == ["c-memory", "a-memory"]
