@@ -24,24 +24,34 @@ class RequeueDroppedOnReconnect(bootsteps.StartStopStep):
     """On every consumer restart (a lost broker connection), and at the first start of a
     worker that replaces a dead one, requeue what Celery dropped and kombu could not give
     back (`shared/jobs/recovery.py requeue_orphans`). It starts before the event loop, so
-    nothing new has been fetched yet."""
+    nothing new has been fetched yet.
+
+    Only messages delivered before this consumer stopped are its orphans: the process's
+    other workers reconnect too, and one may already have fetched a requeued message again
+    and be holding it for its countdown (a held countdown is in no request list until it
+    is due). Requeueing that one again would run the job twice."""
 
     requires = ("celery.worker.consumer.connection:Connection",)
 
     def __init__(self, parent: Any, **kwargs: Any) -> None:
         super().__init__(parent, **kwargs)
         self._starts = 0
+        self._stopped_at: float | None = None
+
+    def stop(self, parent: Any) -> None:
+        self._stopped_at = time.time()
 
     def start(self, parent: Any) -> None:
         self._starts += 1
         if self._starts == 1 and not getattr(parent.controller, "replaces_dead", False):
             return
+        delivered_before = self._stopped_at if self._stopped_at is not None else time.time()
         # Every worker of this process: the embedded LLM worker shares the broker database.
         held = {str(r.message.delivery_tag) for r in
                 (*worker_state.active_requests, *worker_state.reserved_requests)
                 if r.message is not None}
         try:
-            count = requeue_orphans(parent.app, held)
+            count = requeue_orphans(parent.app, held, delivered_before)
         except RedisError as exc:  # gone again: the next restart tries again
             log.warning("requeue_after_reconnect_failed", error=str(exc))
             return

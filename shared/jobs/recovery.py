@@ -50,9 +50,10 @@ class RunRecord:
                 self.path.unlink()
 
 
-def requeue_orphans(app: Celery, held: set[str]) -> int:
-    """Requeue the unacknowledged messages whose delivery tag is not in `held` (the ones
-    this process's workers are running or holding); returns how many.
+def requeue_orphans(app: Celery, held: set[str], delivered_before: float) -> int:
+    """Requeue the unacknowledged messages delivered before `delivered_before` (epoch
+    seconds, as kombu's `unacked_index` records deliveries) whose delivery tag is not in
+    `held` (the ones this process's workers are running or holding); returns how many.
 
     After a lost broker connection Celery drops the messages it had reserved but not
     started, and the countdowns of retries it was holding ("the broker may redeliver
@@ -64,8 +65,9 @@ def requeue_orphans(app: Celery, held: set[str]) -> int:
     with Connection(app.conf.broker_url,
                     transport_options=dict(app.conf.broker_transport_options or {})) as conn:
         channel: Any = conn.default_channel
-        tags = {tag.decode() if isinstance(tag, bytes) else str(tag)
-                for tag in channel.client.hkeys(channel.unacked_key)}
+        delivered = channel.client.zrangebyscore(channel.unacked_index_key, "-inf",
+                                                 f"({delivered_before}")
+        tags = {tag.decode() if isinstance(tag, bytes) else str(tag) for tag in delivered}
         orphans = sorted(tags - held)
         for tag in orphans:
             channel.qos.restore_by_tag(tag)
