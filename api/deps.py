@@ -6,9 +6,12 @@ from typing import Annotated
 
 import structlog
 from fastapi import Depends, Header, Request
+from pydantic import TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from shared.platform.errors import InvalidInput
 from shared.records.models import Owner
+from shared.records.schemas import Identifier
 from shared.runtime import Runtime
 from shared.tenancy.api_keys import Principal, authenticate, bootstrap_principal, required_scopes
 from shared.tenancy.auth import KeyRing
@@ -74,3 +77,16 @@ RequestIdDep = Annotated[str | None, Depends(_request_id)]
 
 def owner_of(tenant: str, user_id: str) -> Owner:
     return Owner(tenant_id=tenant, user_id=user_id)
+
+
+_IDENTIFIER: TypeAdapter[str] = TypeAdapter(Identifier)
+
+
+def identifier(value: str, field: str) -> str:
+    """`value` checked as a user or thread id from outside a request body (a header, the
+    proxy's `user` field), or 422 `invalid_input` naming `field`."""
+    try:
+        return _IDENTIFIER.validate_python(value)
+    except ValidationError as exc:
+        reason = exc.errors()[0].get("msg", "invalid") if exc.errors() else "invalid"
+        raise InvalidInput(f"{field}: {reason}", field=field) from exc

@@ -28,15 +28,14 @@ from fastapi.responses import JSONResponse
 from mcp.server.mcpserver import Context
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from api.deps import identifier
 from shared.client import AsyncMemorydClient
 from shared.integrations.mcp_tools import Binding, JobLedger, build_server
 from shared.platform.errors import AppError, InvalidInput, QueueUnavailable
-from shared.records.schemas import Identifier
 from shared.tenancy.api_keys import authenticate, bearer_key, bootstrap_principal
 from shared.tenancy.auth import key_digest
 
@@ -44,7 +43,6 @@ PATH = "/mcp"
 USER_HEADER = "X-Memoryd-User"
 # The in-process client's base URL: requests never leave the process (ASGITransport).
 _SELF = "http://memoryd.internal"
-_IDENTIFIER: TypeAdapter[str] = TypeAdapter(Identifier)
 
 
 def user_of(headers: Mapping[str, str]) -> str:
@@ -53,10 +51,7 @@ def user_of(headers: Mapping[str, str]) -> str:
     if not value:
         raise InvalidInput(f"missing {USER_HEADER} header: the user id the MCP tools act for",
                            field=USER_HEADER)
-    try:
-        return _IDENTIFIER.validate_python(value)
-    except ValidationError as exc:
-        raise InvalidInput(f"{USER_HEADER}: {exc.errors()[0]['msg']}", field=USER_HEADER) from exc
+    return identifier(value, USER_HEADER)
 
 
 class McpEndpoint:

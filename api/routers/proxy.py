@@ -12,14 +12,13 @@ import anyio
 import httpx
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
-from pydantic import TypeAdapter, ValidationError
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import PrincipalDep, RequestIdDep, RuntimeDep, owner_of
+from api.deps import PrincipalDep, RequestIdDep, RuntimeDep, identifier, owner_of
 from api.responses import ERROR_RESPONSES
 from api.waits import WaitsDep
-from shared.platform.errors import AppError, InvalidInput
+from shared.platform.errors import AppError
 from shared.platform.logs import get_logger
 from shared.proxy.chat import ChatRequest, answer_of, latest_user_text, recent_messages, with_memory
 from shared.proxy.errors import UpstreamTimeout, UpstreamUnreachable
@@ -27,7 +26,7 @@ from shared.proxy.sse import StreamWatch
 from shared.proxy.turns import Turn, extract_mode, idempotency_key, proxy_context, remember_turn
 from shared.proxy.upstream import passed_headers
 from shared.records.models import utcnow
-from shared.records.schemas import ErrorBody, Identifier
+from shared.records.schemas import ErrorBody
 from shared.runtime import Runtime
 from shared.tenancy.api_keys import KeyScope
 
@@ -37,15 +36,6 @@ router = APIRouter(prefix="/v1", tags=["proxy"], responses=ERROR_RESPONSES)
 MEMORY_HEADER = "X-Memoryd-Memory"  # none | empty | used
 JOB_HEADER = "X-Memoryd-Job"  # the job the turn is stored by, once the answer is complete
 FRESH_HEADER = "X-Memoryd-Fresh"  # applied | pending: had the user's earlier writes ended
-_IDENTIFIER: TypeAdapter[str] = TypeAdapter(Identifier)
-
-
-def _identifier(value: str, field: str) -> str:
-    try:
-        return _IDENTIFIER.validate_python(value)
-    except ValidationError as exc:
-        reason = exc.errors()[0].get("msg", "invalid") if exc.errors() else "invalid"
-        raise InvalidInput(f"{field}: {reason}", field=field) from exc
 
 
 def _store_after(rt: Runtime, turn: Turn, request_id: str | None, answer: str) -> None:
@@ -119,10 +109,10 @@ async def chat_completions(
     settings = rt.settings
     user: str | None = None
     if x_memoryd_user is not None:
-        user = _identifier(x_memoryd_user, "X-Memoryd-User")
+        user = identifier(x_memoryd_user, "X-Memoryd-User")
     elif body.user is not None:
-        user = _identifier(body.user, "user")
-    thread = (_identifier(x_memoryd_thread, "X-Memoryd-Thread")
+        user = identifier(body.user, "user")
+    thread = (identifier(x_memoryd_thread, "X-Memoryd-Thread")
               if x_memoryd_thread is not None else None)
     latest = latest_user_text(body.messages)
     headers = {MEMORY_HEADER: "none"}
