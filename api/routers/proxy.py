@@ -12,7 +12,6 @@ import anyio
 import httpx
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
-from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import PrincipalDep, RequestIdDep, RuntimeDep, identifier, owner_of
@@ -39,7 +38,8 @@ FRESH_HEADER = "X-Memoryd-Fresh"  # applied | pending: had the user's earlier wr
 
 
 def _store_after(rt: Runtime, turn: Turn, request_id: str | None, answer: str) -> None:
-    """Runs after the caller has the whole answer: a failure here is logged, never seen."""
+    """Runs once the upstream's answer is complete, before its end reaches the caller: a
+    failure here is logged, never seen (the caller still gets the answer)."""
     try:
         accepted = remember_turn(rt.jobs, rt.celery, rt.settings,
                                  replace(turn, answer=answer),
@@ -47,6 +47,9 @@ def _store_after(rt: Runtime, turn: Turn, request_id: str | None, answer: str) -
     except AppError as exc:
         log.warning("proxy_turn_not_stored", user_id=turn.user, code=exc.code,
                     reason=exc.message)
+        return
+    except Exception:  # an unforeseen failure must not cost the caller the answer
+        log.exception("proxy_turn_not_stored", user_id=turn.user)
         return
     if accepted is None:
         log.info("proxy_turn_already_stored", user_id=turn.user, job_id=turn.job_id)
@@ -92,12 +95,15 @@ async def chat_completions(
     - **Read-your-writes**: the lookup first waits for the user's pending writes (an
       earlier turn still being stored), up to `MEMORYD_PROXY_FRESH_WAIT_S`;
       `X-Memoryd-Fresh` says `applied` (all had ended) or `pending` (the wait ran out).
-    - **After**: once the whole answer has been sent (a stream: after `data: [DONE]`), the
-      latest user message and the answer are enqueued as an interaction of the
-      `X-Memoryd-Thread` thread, with an idempotency key derived from the tenant, user,
-      thread and messages: a retry of the same request stores the turn once.
-      `X-Memoryd-Job` names that job. A client that disconnects before the end of a stream
-      stores nothing (it never saw the whole answer), and the upstream stream is closed.
+    - **After**: once the upstream's answer is complete, the latest user message and the
+      answer are enqueued as an interaction of the `X-Memoryd-Thread` thread, with an
+      idempotency key derived from the tenant, user, thread and messages: a retry of the
+      same request stores the turn once. `X-Memoryd-Job` names that job. It is enqueued
+      before the end of the answer reaches the client (a JSON answer: before it is sent;
+      a stream: after every delta, before `data: [DONE]`), so the client's next turn
+      always finds it among the user's pending writes. A client that disconnects before
+      the last delta of a stream stores nothing (it never saw the whole answer), and the
+      upstream stream is closed.
     - **Upstream errors** (any status >= 400, e.g. 429 with `Retry-After`) come back with
       their status, body and rate-limit headers; unreachable: 502 `upstream_unreachable`.
     - **Scopes**: `read` and `write` (it reads memories and stores the turn).
@@ -150,12 +156,10 @@ async def chat_completions(
             raise UpstreamUnreachable(f"the upstream broke off its answer: {exc!r}") from exc
         finally:
             await upstream.aclose()
-        background = None
         if turn is not None and upstream.status_code < 400:
             headers[JOB_HEADER] = turn.job_id
-            background = BackgroundTask(_store_after_json, rt, turn, request_id, content)
-        return Response(content, status_code=upstream.status_code, headers=headers,
-                        background=background)
+            await run_in_threadpool(_store_after_json, rt, turn, request_id, content)
+        return Response(content, status_code=upstream.status_code, headers=headers)
     return _stream(rt, upstream, headers, turn, request_id)
 
 
@@ -170,34 +174,38 @@ def _store_after_json(rt: Runtime, turn: Turn, request_id: str | None, content: 
 
 def _stream(rt: Runtime, upstream: httpx.Response, headers: dict[str, str], turn: Turn | None,
             request_id: str | None) -> StreamingResponse:
-    """The upstream's bytes as they come; the turn is stored only when the stream ended
-    and every byte of it was handed to the client."""
+    """The upstream's bytes as they come. The turn is stored once the upstream's stream has
+    ended (`data: [DONE]`, or its end after a finish_reason) and the client took every
+    earlier chunk; it is enqueued before the chunk that ends the stream is relayed, so a
+    client that starts its next turn on reading the end finds this one pending."""
     watch = StreamWatch()
-    sent_all = False
+    stored = False
+
+    async def store() -> None:
+        nonlocal stored
+        if turn is not None and not stored:
+            stored = True
+            await run_in_threadpool(_store_after, rt, turn, request_id, watch.text)
 
     async def relay() -> Any:
-        nonlocal sent_all
         try:
             async for chunk in upstream.aiter_raw():
                 watch.feed(chunk)
+                if watch.done:
+                    await store()
                 yield chunk
             watch.close()
-            sent_all = True
+            if watch.done or watch.finished:
+                await store()
         finally:
             # Also on a client's disconnect, whose cancellation must not cut this short.
             with anyio.CancelScope(shield=True):
                 await upstream.aclose()
-
-    async def after() -> None:
-        if turn is None:
-            return
-        if not (sent_all and (watch.done or watch.finished)):
-            log.info("proxy_turn_not_stored", user_id=turn.user,
-                     reason="the stream did not reach its end")
-            return
-        await run_in_threadpool(_store_after, rt, turn, request_id, watch.text)
+            if turn is not None and not stored:
+                log.info("proxy_turn_not_stored", user_id=turn.user,
+                         reason="the stream did not reach its end")
 
     if turn is not None:
         headers[JOB_HEADER] = turn.job_id
     headers.setdefault("content-type", "text/event-stream")
-    return StreamingResponse(relay(), headers=headers, background=BackgroundTask(after))
+    return StreamingResponse(relay(), headers=headers)

@@ -136,6 +136,24 @@ def test_the_next_turn_reads_the_previous_turns_memory(
     assert sent.messages[-1]["content"] == "So I moved to Berlin in March 2024?"
 
 
+def test_the_turn_after_a_stream_reads_its_memory(
+    proxy_url: str, fake: FakeLLM, user: str,
+) -> None:
+    """The same across a stream: the turn is enqueued before `data: [DONE]` is relayed, and
+    the client sends its next turn only after reading it."""
+    chat = client(proxy_url, **{"X-Memoryd-User": user})
+    fake.script(streamed(["Good ", "luck ", "with ", "the ", "exam."]))
+    stream = chat.chat.completions.create(model="m", stream=True, messages=[
+        {"role": "user", "content": "I have my driving exam on Friday"}])
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    following = chat.chat.completions.with_raw_response.create(model="m", messages=[
+        {"role": "user", "content": "When is my driving exam?"}])
+    assert following.headers["X-Memoryd-Fresh"] == "applied"
+    assert following.headers["X-Memoryd-Memory"] == "used"
+    _, sent = fake.received()
+    assert "driving exam" in sent.messages[0]["content"]
+
+
 def test_stream_reassembly_reads_the_upstream_bytes(fake: FakeLLM) -> None:
     """What is stored as the answer of a stream: its deltas joined, read off the same bytes
     the caller gets, in reads of any size."""
@@ -225,7 +243,7 @@ def test_a_client_that_leaves_mid_stream_stores_nothing(
     while fake.streams_cut == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert fake.streams_cut == 1  # the proxy closed the upstream stream too
-    time.sleep(0.5)  # the gateway's after-response step has run by now
+    time.sleep(0.5)  # the relay has wound down by now
     assert api.get(f"/v1/jobs/{job}").status_code == 404
     assert api.get("/v1/memories", params={"user_id": user}).json()["items"] == []
 
