@@ -302,12 +302,15 @@ export interface paths {
          *     - **Read-your-writes**: the lookup first waits for the user's pending writes (an
          *       earlier turn still being stored), up to `MEMORYD_PROXY_FRESH_WAIT_S`;
          *       `X-Memoryd-Fresh` says `applied` (all had ended) or `pending` (the wait ran out).
-         *     - **After**: once the whole answer has been sent (a stream: after `data: [DONE]`), the
-         *       latest user message and the answer are enqueued as an interaction of the
-         *       `X-Memoryd-Thread` thread, with an idempotency key derived from the tenant, user,
-         *       thread and messages: a retry of the same request stores the turn once.
-         *       `X-Memoryd-Job` names that job. A client that disconnects before the end of a stream
-         *       stores nothing (it never saw the whole answer), and the upstream stream is closed.
+         *     - **After**: once the upstream's answer is complete, the latest user message and the
+         *       answer are enqueued as an interaction of the `X-Memoryd-Thread` thread, with an
+         *       idempotency key derived from the tenant, user, thread and messages: a retry of the
+         *       same request stores the turn once. `X-Memoryd-Job` names that job. It is enqueued
+         *       before the end of the answer reaches the client (a JSON answer: before it is sent;
+         *       a stream: after every delta, before `data: [DONE]`), so the client's next turn
+         *       always finds it among the user's pending writes. A client that disconnects before
+         *       the last delta of a stream stores nothing (it never saw the whole answer), and the
+         *       upstream stream is closed.
          *     - **Upstream errors** (any status >= 400, e.g. 429 with `Retry-After`) come back with
          *       their status, body and rate-limit headers; unreachable: 502 `upstream_unreachable`.
          *     - **Scopes**: `read` and `write` (it reads memories and stores the turn).
