@@ -113,7 +113,7 @@ class Runtime:
     def search_weights(self) -> Weights:
         s = self.settings
         return Weights(
-            dense=s.search_dense_weight, dense_cjk=s.search_dense_weight_cjk,
+            dense=s.search_dense_weight,
             keyword_half=s.search_keyword_half,
             recency=s.search_recency_weight, importance=s.search_importance_weight,
             access=s.search_access_weight, half_life_days=s.search_half_life_days,

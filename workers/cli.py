@@ -136,10 +136,24 @@ def eval_(
     limit_conversations: Annotated[int | None, typer.Option(min=1)] = None,
     limit_questions: Annotated[int | None, typer.Option(min=1)] = None,
     as_of: Annotated[str | None, typer.Option(help="ISO time for recency scoring")] = None,
+    name: Annotated[str | None, typer.Option(
+        help="the set's name in the report and its file (default: the dataset)")] = None,
+    calibration: Annotated[bool, typer.Option(
+        help="also ask each question of another user: do scores mean relevant?")] = False,
 ) -> None:
-    """Retrieval quality on a benchmark, through the real stack's write path and gateway."""
+    """Retrieval quality on a benchmark, through the real stack's write path and gateway.
+
+    With --calibration, each mode also reports how often a top hit that bears evidence is
+    labelled at least `relevant` (score >= 0.5), and how often the same question asked of
+    another user of the set (who has none of its memories) gets no hit labelled so."""
     from shared.evaluation import EvalError
-    from shared.evaluation.runner import EvalOptions, parse_as_of, parse_modes, run_command
+    from shared.evaluation.runner import (
+        EvalOptions,
+        parse_as_of,
+        parse_modes,
+        parse_name,
+        run_command,
+    )
     from workers.eval_stack import embedded_stack
 
     try:
@@ -147,7 +161,8 @@ def eval_(
             dataset=dataset, modes=parse_modes(mode or ["hybrid"]), data=data, memory=memory,
             dialogue=dialogue, embedder=embedder, data_dir=data_dir,
             limit_conversations=limit_conversations, limit_questions=limit_questions,
-            as_of=parse_as_of(as_of),
+            as_of=parse_as_of(as_of), calibration=calibration,
+            name=parse_name(name),
         )
         run_command(options, embedded_stack, out, console)
     except EvalError as exc:

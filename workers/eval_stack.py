@@ -21,6 +21,16 @@ from workers.stack import EmbeddedStack
 @contextmanager
 def embedded_stack(data_dir: Path | None, embedder: str | None) -> Iterator[tuple[str, Settings]]:
     """The real stack in this process, with a Redis of its own; always stopped again."""
+    with embedded_stack_with_runtime(data_dir, embedder) as (base_url, stack):
+        yield base_url, stack.settings
+
+
+@contextmanager
+def embedded_stack_with_runtime(
+    data_dir: Path | None, embedder: str | None,
+) -> Iterator[tuple[str, EmbeddedStack]]:
+    """As `embedded_stack`, yielding the stack itself, whose runtime tools that look inside
+    a search use (`ops/bench/fusion.py`)."""
     own_dir = data_dir is None
     root = Path(tempfile.mkdtemp(prefix="memoryd-eval-")) if data_dir is None else data_dir
     values: dict[str, Any] = {
@@ -41,7 +51,7 @@ def embedded_stack(data_dir: Path | None, embedder: str | None) -> Iterator[tupl
             stack.start_in_background()
         except AppError as exc:
             raise EvalError(f"the stack did not start: {exc.message}") from exc
-        yield info.base_url, stack.settings
+        yield info.base_url, stack
     finally:
         stack.stop()
         if own_dir:

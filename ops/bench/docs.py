@@ -193,6 +193,10 @@ def eval_block(data: Report) -> list[str]:
     for name, path in data["inputs"].items():
         argv += [f"--{name}", str(path)]
     argv += ["--mode", ",".join(data["modes"]), "--embedder", str(data["embedder"])]
+    if data.get("name", data["dataset"]) != data["dataset"]:
+        argv += ["--name", str(data["name"])]
+    if any(r.get("calibration") for r in data["results"]):
+        argv += ["--calibration"]
     if data.get("as_of"):
         argv += ["--as-of", str(data["as_of"])]
     git = data.get("git") or {}
@@ -213,6 +217,18 @@ def eval_block(data: Report) -> list[str]:
              f"{_ms(r['latency'].get('mean_ms'))} / {_ms(r['latency'].get('p95_ms'))}")
             for r in results]
     lines += ["", *_table(("mode", "questions", *names, "search mean / p95 ms"), rows)]
+    calibrated = [(r["mode"], r["calibration"]) for r in results if r.get("calibration")]
+    if calibrated:
+        lines += ["", "Calibration: an evidence-bearing top hit labelled at least `relevant` "
+                      "(goal 0.70); the same question asked of another user, nothing labelled "
+                      "`relevant` (goal 0.80).", "",
+                  *_table(("mode", "evidence top hits", "labelled relevant",
+                           "other user's questions", "nothing relevant"),
+                          [(mode, f"{c['evidence_top_hits']:.0f}",
+                            _figure(c["top_hit_labelled_relevant"]),
+                            f"{c['other_user_questions']:.0f}",
+                            _figure(c["other_user_nothing_relevant"]))
+                           for mode, c in calibrated])]
     by_category = [(r["mode"], label, group) for r in results
                    for label, group in r["categories"].items() if list(r["categories"]) != ["all"]]
     if by_category:
@@ -251,7 +267,7 @@ def _evals(results: Path) -> list[tuple[str, list[str] | None]]:
     newest: dict[str, tuple[str, Path, Report]] = {}
     for path in sorted(results.glob("eval-*.json")):
         data = _load(path)
-        key = str(data.get("dataset", path.stem))
+        key = str(data.get("name") or data.get("dataset", path.stem))
         started = str(data.get("started_at", ""))
         if key not in newest or started >= newest[key][0]:
             newest[key] = (started, path, data)
@@ -362,7 +378,9 @@ README_END = "<!-- end of figures -->"
 README_BLOCK = re.compile(re.escape(README_BEGIN) + r"\n.*?" + re.escape(README_END) + r"\n",
                           re.S)
 _HEADLINES = {"locomo": ("LoCoMo recall@10, hybrid", "recall@10"),
-              "madial": ("MADial zh recall@5, hybrid", "recall@5")}
+              "madial": ("MADial zh recall@5, hybrid", "recall@5"),
+              "madial-en": ("MADial en (our translation) recall@5, hybrid", "recall@5"),
+              "madial-cross": ("MADial zh dialogues, en memories: recall@5, hybrid", "recall@5")}
 
 
 def _eval_rows(results: Path) -> list[tuple[str, str, str]]:
@@ -372,11 +390,18 @@ def _eval_rows(results: Path) -> list[tuple[str, str, str]]:
         if not path.is_file():
             continue
         data = _load(path)
-        name, metric = _HEADLINES.get(str(data.get("dataset")), ("", ""))
+        name, metric = _HEADLINES.get(str(data.get("name") or data.get("dataset")), ("", ""))
         hybrid = [r for r in data.get("results", []) if r.get("mode") == "hybrid"]
         if name and hybrid and metric in hybrid[0]["overall"]["metrics"]:
             rows.append((name, _figure(hybrid[0]["overall"]["metrics"][metric]),
                          f"`memoryd eval {data['dataset']}`"))
+            cal = hybrid[0].get("calibration")
+            if cal:
+                rows.append((f"{name.split(' recall')[0]}: calibration (top hit relevant / "
+                             "other user nothing relevant)",
+                             f"{_figure(cal['top_hit_labelled_relevant'])} / "
+                             f"{_figure(cal['other_user_nothing_relevant'])}",
+                             f"`memoryd eval {data['dataset']} --calibration`"))
     return rows
 
 

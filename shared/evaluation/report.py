@@ -26,11 +26,13 @@ class ModeResult:
     latency: dict[str, float]
     questions: list[ScoredQuestion] = field(default_factory=list)
     rankings: dict[str, list[str]] = field(default_factory=dict)
+    calibration: dict[str, float] | None = None  # `memoryd eval --calibration`
 
 
 @dataclass
 class EvalReport:
     dataset: str
+    name: str  # the set: the dataset's name, or `--name` (e.g. one language of MADial)
     embedder: str
     modes: list[str]
     top_k: int
@@ -129,6 +131,15 @@ def render(report: EvalReport, console: Console) -> None:
             f"search latency ({result.mode}, client-side, top_k={report.top_k}): "
             f"mean {result.latency['mean_ms']:.1f} ms, p95 {result.latency['p95_ms']:.1f} ms"
         )
+        if result.calibration is not None:
+            cal = result.calibration
+            console.print(
+                f"calibration ({result.mode}): evidence-bearing top hit labelled relevant "
+                f"{_fmt(cal['top_hit_labelled_relevant'])} "
+                f"of {cal['evidence_top_hits']:.0f} (goal 0.70); another user's search "
+                f"labels nothing relevant {_fmt(cal['other_user_nothing_relevant'])} "
+                f"of {cal['other_user_questions']:.0f} (goal 0.80)"
+            )
     counts = ", ".join(f"{k}={v}" for k, v in report.counts.items())
     console.print(f"counts: {counts}")
     console.print(

@@ -3,6 +3,8 @@ every question through `POST /v1/search` in each mode, against the same store.""
 
 from __future__ import annotations
 
+import math
+import re
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -45,6 +47,8 @@ class EvalOptions:
     limit_questions: int | None = None
     as_of: datetime | None = None
     top_k: int = 10
+    calibration: bool = False  # also ask each question of another user (`calibration_of`)
+    name: str | None = None  # the set's name in reports (default: the dataset's)
 
 
 def parse_as_of(value: str | None) -> datetime | None:
@@ -56,6 +60,16 @@ def parse_as_of(value: str | None) -> datetime | None:
     except ValueError as exc:
         raise EvalError(f"--as-of must be an ISO time, got {value!r}") from exc
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
+
+
+_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
+
+
+def parse_name(value: str | None) -> str | None:
+    """`--name`: it names the report's file, so lowercase letters, digits and dashes."""
+    if value is not None and not _NAME.fullmatch(value):
+        raise EvalError(f"--name takes 1-40 lowercase letters, digits and dashes; got {value!r}")
+    return value
 
 
 def parse_modes(values: Sequence[str]) -> list[str]:
@@ -73,15 +87,49 @@ def parse_modes(values: Sequence[str]) -> list[str]:
 StackFactory = Callable[[Path | None, str | None], AbstractContextManager[tuple[str, Settings]]]
 
 
+RELEVANT = 0.5  # the score from which a hit is labelled `relevant` (or `high`)
+
+
+def calibration_of(
+    top_hits: Sequence[tuple[str, float] | None], relevant: Sequence[Sequence[str]],
+    others_best: Sequence[float],
+) -> dict[str, float]:
+    """Whether scores mean "about what was asked", from each question's top hit (its key
+    and score; None: no hit) and its evidence, and the best score the same question got
+    from a user without that memory: how often an evidence-bearing top hit is labelled at
+    least `relevant`, and how often the other user's search labels nothing `relevant`."""
+    evidence = [hit[1] for hit, keys in zip(top_hits, relevant, strict=True)
+                if hit is not None and hit[0] in keys]
+    return {
+        "evidence_top_hits": float(len(evidence)),
+        "top_hit_labelled_relevant": (sum(s >= RELEVANT for s in evidence) / len(evidence)
+                                      if evidence else math.nan),
+        "other_user_questions": float(len(others_best)),
+        "other_user_nothing_relevant": (sum(s < RELEVANT for s in others_best)
+                                        / len(others_best) if others_best else math.nan),
+    }
+
+
+def other_user(users: Sequence[str], user: str) -> str | None:
+    """Another user of the set, who has none of `user`'s memories: the next one in order."""
+    if len(users) < 2 or user not in users:
+        return None
+    return users[(users.index(user) + 1) % len(users)]
+
+
 def run_mode(
     base_url: str, mode: str, questions: Sequence[ds.Question], key_field: str,
     options: EvalOptions, specs: Sequence[mx.MetricSpec], order: Sequence[str],
+    users: Sequence[str] = (),
 ) -> ModeResult:
     rows: list[mx.ScoredQuestion] = []
     rankings: dict[str, list[str]] = {}
+    tops: list[tuple[str, float] | None] = []
+    evidence: list[tuple[str, ...]] = []
+    others: list[float] = []
     with api_client(base_url) as client:
-        def search(q: ds.Question) -> tuple[list[str], float]:
-            body: dict[str, Any] = {"user_id": q.user_id, "query": q.query,
+        def search(q: ds.Question, user: str) -> tuple[list[tuple[str, float]], float]:
+            body: dict[str, Any] = {"user_id": user, "query": q.query,
                                     "top_k": options.top_k, "mode": mode}
             if options.as_of is not None:
                 body["as_of"] = options.as_of.isoformat()
@@ -89,23 +137,32 @@ def run_mode(
             response = client.post("/v1/search", json=body)
             latency = (time.perf_counter() - began) * 1000
             hits = check(response, f"search ({mode}) {q.qid}")["results"]
-            return [str(h["memory"]["metadata"].get(key_field)) for h in hits], latency
+            return [(str(h["memory"]["metadata"].get(key_field)), float(h["score"]))
+                    for h in hits], latency
 
         if questions:
-            search(questions[0])  # untimed warm-up: first-use costs are not search latency
+            search(questions[0], questions[0].user_id)  # untimed warm-up: first-use costs
         for q in questions:
-            ranked, latency = search(q)
+            hits, latency = search(q, q.user_id)
+            ranked = [key for key, _ in hits]
             rankings[q.qid] = ranked
             rows.append(mx.score_question(q.qid, q.category, ranked, q.relevant, latency, specs))
+            other = other_user(users, q.user_id) if options.calibration else None
+            if other is not None:
+                tops.append(hits[0] if hits else None)
+                evidence.append(q.relevant)
+                elsewhere, _ = search(q, other)  # not timed: latency is the question's own
+                others.append(max((score for _, score in elsewhere), default=0.0))
+    calibration = calibration_of(tops, evidence, others) if tops else None
     return ModeResult(
         mode=mode, overall=mx.summarize_group(rows, specs),
         categories=mx.summarize_by_category(rows, specs, order),
         latency=mx.latency_summary([r.latency_ms for r in rows]), questions=rows,
-        rankings=rankings,
+        rankings=rankings, calibration=calibration,
     )
 
 
-def _load(
+def load_dataset(
     options: EvalOptions, max_messages: int
 ) -> tuple[ds.Corpus, ds.QuestionSet, dict[str, str]]:
     """The dataset's files, or an EvalError naming what is missing or malformed."""
@@ -158,7 +215,7 @@ def run_evaluation(
             console.print(text)
 
     began, started_at = time.perf_counter(), datetime.now(UTC)
-    corpus, qset, inputs = _load(options, Settings().max_messages)
+    corpus, qset, inputs = load_dataset(options, Settings().max_messages)
     questions = select_questions(options, qset.questions)
     specs = mx.LOCOMO_METRICS if options.dataset == "locomo" else mx.MADIAL_METRICS
     order = list(ds.LOCOMO_CATEGORIES.values()) if options.dataset == "locomo" else ["all"]
@@ -171,7 +228,7 @@ def run_evaluation(
         for mode in options.modes:
             say(f"searching {len(questions)} questions, mode={mode}")
             results.append(run_mode(base_url, mode, questions, corpus.key_field, options,
-                                    specs, order))
+                                    specs, order, list(corpus.users)))
         embedder = settings.embedder
         used = {k: v for k, v in settings.model_dump(mode="json").items()
                 if k.startswith("search_") or k in STACK_SETTINGS}
@@ -179,7 +236,8 @@ def run_evaluation(
         1 for q in questions if set(q.relevant) & outcome.merged.get(q.user_id, set())
     )
     return EvalReport(
-        dataset=options.dataset, embedder=embedder, modes=list(options.modes),
+        dataset=options.dataset, name=options.name or options.dataset, embedder=embedder,
+        modes=list(options.modes),
         top_k=options.top_k, as_of=options.as_of.isoformat() if options.as_of else None,
         started_at=started_at.isoformat(), inputs=inputs, git=git_state(), settings=used,
         counts={
@@ -209,6 +267,6 @@ def run_command(
     """`memoryd eval`: run, print a table per mode, write the JSON report."""
     report = run_evaluation(options, stack, console)
     render(report, console)
-    path = write_json(report, out or default_out_path(options.dataset, datetime.now(UTC)))
+    path = write_json(report, out or default_out_path(report.name, datetime.now(UTC)))
     console.print(f"report written to {path} (wall time {report.wall_time_s:.1f} s)")
     return path

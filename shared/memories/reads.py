@@ -32,6 +32,7 @@ from shared.retrieval import scoring
 from shared.retrieval.keywords import query_keyword_vector
 from shared.retrieval.query_text import read_query
 from shared.retrieval.rerank import HttpReranker
+from shared.retrieval.time_cues import TimeCues, read_time_cues
 from shared.store import DENSE, SPARSE, Store, VectorQuery
 from shared.store.conditions import (
     AllOf,
@@ -108,6 +109,7 @@ def with_next_turns(
     scored: list[Scored],
     as_of: datetime,
     payloads: dict[str, dict[str, Any]],
+    cues: TimeCues | None = None,
 ) -> list[Scored]:
     """The turn after each of the best hits, placed right after it: the answer to a
     question often follows the turn that matches it (measured: docs/retrieval.md). The
@@ -134,7 +136,7 @@ def with_next_turns(
             continue
         nxt = after.get((s.place[0], s.place[1] + 1))
         if nxt is not None and nxt.id not in seen:
-            parts = scoring.boosts(nxt.payload, as_of, rp.weights)
+            parts = scoring.boosts(nxt.payload, as_of, rp.weights, cues)
             out.append(Scored(nxt.id, s.final, scoring.ListScores(), s.rel, parts,
                               (s.place[0], s.place[1] + 1), context_of=s.id))
             seen.add(nxt.id)
@@ -182,6 +184,9 @@ def best_candidates(
     ]
 
 
+QUERY_TAIL_CHARS = 2000  # how much of a query's end is read for its language and time cues
+
+
 def list_depth(depth: int, top_k: int) -> int:
     """Each ranked list's depth: `depth` at top_k 10 and below, in proportion above, so a
     page is never deeper than its lists (the setting is at least 10)."""
@@ -195,11 +200,11 @@ def search(rp: ReadPath, owner: Owner, req: SearchRequest) -> SearchResponse:
         return _search(rp, owner, req)
 
 
-def _search(rp: ReadPath, owner: Owner, req: SearchRequest) -> SearchResponse:
-    started = time.perf_counter()
-    if req.rerank:
-        _ = rp.reranker()  # refuse an unconfigured rerank before doing any work
-    weights = rp.weights
+def gather(
+    rp: ReadPath, owner: Owner, req: SearchRequest,
+) -> tuple[scoring.Candidates, list[Condition]]:
+    """A search's candidates: each list the mode searches, to its depth, under the caller's
+    filters (returned too, for the reads that follow)."""
     queries: list[VectorQuery] = []
     text = read_query(req.query)
     # A multi-line query is a conversation excerpt: hybrid search weighs its current turn
@@ -222,16 +227,28 @@ def _search(rp: ReadPath, owner: Owner, req: SearchRequest) -> SearchResponse:
     depth = list_depth(rp.settings.search_depth, req.top_k)
     conditions = live_search_conditions(rp, owner, req)  # built once, used by every read
     lists = rp.store.search_candidates(owner, conditions, queries, depth)
-    as_of = req.as_of or utcnow()
     candidates = scoring.Candidates.of(
         lists, 0 if req.mode is not SearchMode.KEYWORD else None,
         len(queries) - 1 if keywords is not None else None)
-    share = scoring.dense_weight(req.query, weights)
-    embedder = rp.embedder_name
-    rels = scoring.relevance(candidates, req.mode, embedder, weights, share)
+    return candidates, conditions
+
+
+def _search(rp: ReadPath, owner: Owner, req: SearchRequest) -> SearchResponse:
+    started = time.perf_counter()
+    if req.rerank:
+        _ = rp.reranker()  # refuse an unconfigured rerank before doing any work
+    weights = rp.weights
+    candidates, conditions = gather(rp, owner, req)
+    as_of = req.as_of or utcnow()
+    # The query's end holds its current turn; a bounded read keeps hostile text cheap.
+    tail = req.query[-QUERY_TAIL_CHARS:]
+    rels = scoring.relevance(candidates, req.mode, rp.embedder_name, weights)
+    cues = None
     if req.mode is SearchMode.HYBRID:
         rels = scoring.smooth_by_neighbours(candidates, rels, weights)
-    parts = scoring.boost_columns(candidates, as_of, weights)
+        cues = read_time_cues(tail, as_of)
+    rels = scoring.calibrated(rels, req.mode, scoring.cjk_share(tail))
+    parts = scoring.boost_columns(candidates, as_of, weights, cues)
     final = scoring.final_scores(rels, parts, weights)
     # Records only for what can reach the page: the reranker's head, else the page itself
     # (the next turns added below come from the store, not from the candidates).
@@ -245,7 +262,7 @@ def _search(rp: ReadPath, owner: Owner, req: SearchRequest) -> SearchResponse:
         if req.min_score is not None:
             scored = [s for s in scored if s.final >= req.min_score]
     if req.mode is SearchMode.HYBRID and weights.context_hits:
-        scored = with_next_turns(rp, owner, conditions, scored, as_of, payloads)
+        scored = with_next_turns(rp, owner, conditions, scored, as_of, payloads, cues)
     page = scored[: req.top_k]
     # Candidates carry only what scoring reads; the rest of the page's records in one call.
     missing = [s.id for s in page if s.id not in payloads]

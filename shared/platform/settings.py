@@ -64,9 +64,8 @@ class Settings(BaseSettings):
 
     # Retrieval: fusion of dense and keyword relevance, then boosts
     # (see shared/retrieval/scoring.py).
-    search_fusion: Literal["linear", "rrf"] = "linear"
-    search_dense_weight: float = Field(0.3, ge=0, le=1)
-    search_dense_weight_cjk: float = Field(0.8, ge=0, le=1)
+    search_fusion: Literal["evidence", "linear", "rrf"] = "evidence"
+    search_dense_weight: float = Field(0.3, ge=0, le=1)  # the fixed share of "linear"
     search_keyword_half: float = Field(8.0, gt=0)
     search_rrf_k: int = Field(60, ge=1)
     search_recency_weight: float = Field(0.1, ge=0)

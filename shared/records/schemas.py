@@ -293,6 +293,8 @@ class ScoreExplanation(BaseModel):
     recency: float
     importance: float
     access: float
+    time: float = Field(0.0, description="the query's time cues: closeness to a window it "
+                                         "names, or newness when it asks what is current")
     final: float
 
 

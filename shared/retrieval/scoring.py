@@ -1,8 +1,10 @@
 """From ranked lists to one calibrated score per memory: fusion, then rescoring.
 
 Relevance comes from the dense cosine and the keyword score, each mapped to [0, 1]
-so that `min_score` means the same in every mode. Recency, importance and access
-then boost a relevant memory; they never lift an irrelevant one (the boost multiplies).
+so that `min_score` means the same in every mode; hybrid search mixes them by each
+list's evidence for the query (`evidence_share`). Recency, importance, access and the
+query's time cues then raise relevance towards 1 (`final_scores`); a memory of no
+relevance stays at 0.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from shared.records.schemas import ScoreExplanation, SearchMode
+from shared.retrieval.time_cues import TimeCues, newness, window_closeness
 from shared.store import RankedLists
 from shared.store.scoring_table import (
     ACCESS,
@@ -37,15 +40,18 @@ DEFAULT_DENSE_CALIBRATION = (0.3, 0.85)
 class Weights:
     """Mixing and boosting weights (all settings)."""
 
-    dense: float = 0.3  # Latin-script queries
-    dense_cjk: float = 0.8  # Chinese queries: jieba keywords add less than stemmed English ones
+    dense: float = 0.3  # the fixed dense share of fusion "linear"
     keyword_half: float = 8.0  # keyword score that maps to relevance 0.5
     recency: float = 0.1
     importance: float = 0.1
     access: float = 0.05
+    time: float = 0.2  # a query's time cues (shared/retrieval/time_cues.py)
     half_life_days: float = 30.0
     rrf_k: int = 60
-    fusion: str = "linear"  # linear | rrf
+    fusion: str = "evidence"  # evidence | linear | rrf
+    evidence_depth: int = 10  # fusion "evidence": how much of each list testifies
+    evidence_power: float = 2.0
+    share_bounds: tuple[float, float] = (0.2, 0.9)  # neither list is ever ignored
     neighbour: float = 0.2  # share of the best nearby turn's relevance a memory gains
     neighbour_span: int = 2  # how many turns away counts as nearby
     context_hits: int = 2  # the best hits that bring their next turn along
@@ -106,21 +112,29 @@ def keyword_relevance(score: np.ndarray, half: float) -> np.ndarray:
     return np.asarray(positive / (positive + half))
 
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_LATIN = re.compile(r"[A-Za-z]")
+def evidence_share(d: np.ndarray, k: np.ndarray, w: Weights) -> float:
+    """The dense share of hybrid relevance for one query, from the lists' own evidence.
+
+    Each list testifies with the mean relevance of its best `evidence_depth` candidates:
+    a list that finds strong matches for this query counts more, one that finds only weak
+    ones less. Shares go as the testimonies' `evidence_power`, within `share_bounds`. So
+    no rule keys on the query's language or shape: a question full of names leans on its
+    keyword matches, a conversational excerpt whose words match loosely leans on meaning,
+    and a question whose words cannot match at all (asked in another language than the
+    memories) leaves the dense list nearly alone, unpunished for the missing keywords.
+    """
+    def testimony(x: np.ndarray) -> float:
+        top = np.sort(x)[::-1][: w.evidence_depth]
+        return float(top.mean()) ** w.evidence_power if len(top) else 0.0
+
+    dense, keyword = testimony(d), testimony(k)
+    low, high = w.share_bounds
+    if dense + keyword <= 0:
+        return (low + high) / 2
+    return min(max(dense / (dense + keyword), low), high)
 
 
-def dense_weight(query: str, w: Weights) -> float:
-    """The dense share of hybrid relevance, by the query's dominant script (measured on
-    LoCoMo, English, and MADial, Chinese: see docs/retrieval.md)."""
-    cjk, latin = len(_CJK.findall(query)), len(_LATIN.findall(query))
-    # One ideograph carries about as much as a short word of Latin letters.
-    return w.dense_cjk if cjk * 3 > latin else w.dense
-
-
-def relevance(
-    c: Candidates, mode: SearchMode, embedder: str, w: Weights, dense_share: float
-) -> np.ndarray:
+def relevance(c: Candidates, mode: SearchMode, embedder: str, w: Weights) -> np.ndarray:
     d = np.nan_to_num(dense_relevance(c.dense, embedder), nan=0.0)
     k = np.nan_to_num(keyword_relevance(c.keyword, w.keyword_half), nan=0.0)
     if mode is SearchMode.DENSE:
@@ -132,7 +146,41 @@ def relevance(
         rrf = sum(np.where(rank > 0, 1.0 / (w.rrf_k + rank), 0.0)
                   for rank in (c.dense_rank, c.keyword_rank))
         return np.asarray(rrf / (2.0 / (w.rrf_k + 1)))
-    return np.asarray(dense_share * d + (1 - dense_share) * k)
+    share = w.dense if w.fusion == "linear" else evidence_share(d, k, w)
+    return np.asarray(share * d + (1 - share) * k)
+
+
+# Where a search's relevance becomes "about what was asked": per mode, the relevance at
+# which the best hit of a user who has the memory and the best hit of a user who has none
+# part (measured by `memoryd eval --calibration`), for Latin-script and for Chinese
+# queries. The embedder's cosines sit higher between Chinese texts, so the dense and
+# hybrid midpoints do too; a mixed query takes the mix of both. Fitted with e5-small on
+# LoCoMo (Latin) and MADial zh (Chinese): docs/decisions/0023-evidence-fusion-and-calibration.md.
+CALIBRATION_MIDPOINT = {
+    SearchMode.DENSE: (0.48, 0.79),
+    SearchMode.KEYWORD: (0.5, 0.5),
+    SearchMode.HYBRID: (0.5, 0.72),
+}
+CALIBRATION_SLOPE = 0.1  # relevance from the midpoint that moves the score by e (logit 1)
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN = re.compile(r"[A-Za-z]")
+
+
+def cjk_share(query: str) -> float:
+    """How Chinese a query is, in [0, 1]: one ideograph counts as much as a short word of
+    three Latin letters."""
+    cjk, latin = len(_CJK.findall(query)), len(_LATIN.findall(query))
+    return 3 * cjk / (3 * cjk + latin) if cjk or latin else 0.0
+
+
+def calibrated(rels: np.ndarray, mode: SearchMode, chinese: float) -> np.ndarray:
+    """Relevance as a score whose 0.5 means "relevant" in every mode and both languages: a
+    logistic map around the mode's midpoint. Monotone, so the order of one search's
+    candidates is the order of their relevance."""
+    latin, cjk = CALIBRATION_MIDPOINT[mode]
+    mid = latin + (cjk - latin) * chinese
+    return np.asarray(1.0 / (1.0 + np.exp(-(rels - mid) / CALIBRATION_SLOPE)))
 
 
 def smooth_by_neighbours(c: Candidates, rels: np.ndarray, w: Weights) -> np.ndarray:
@@ -147,34 +195,57 @@ def smooth_by_neighbours(c: Candidates, rels: np.ndarray, w: Weights) -> np.ndar
     return np.where(np.isfinite(best), np.minimum(rels + w.neighbour * best, 1.0), rels)
 
 
-BOOSTS = ("recency", "importance", "access")
+BOOSTS = ("recency", "importance", "access", "time")
 
 
-def boost_rows(fields: np.ndarray, as_of: datetime, w: Weights) -> np.ndarray:
-    """Recency, importance and access boosts (columns in `BOOSTS` order) of scoring rows
-    (`shared/store/scoring_table.py`); a row with no time counts as new."""
-    age_days = np.maximum((as_of.timestamp() - fields[:, OCCURRED]) / 86400.0, 0.0)
+def boost_rows(
+    fields: np.ndarray, as_of: datetime, w: Weights, cues: TimeCues | None = None,
+) -> np.ndarray:
+    """Recency, importance, access and time-cue boosts (columns in `BOOSTS` order) of
+    scoring rows (`shared/store/scoring_table.py`); a row with no time counts as new.
+
+    The time column is 0 unless the query carries time cues: then it is how close the
+    memory's time is to a window the query names ("last week", 上个月), and, when the
+    query asks for the current state of something ("now", 现在), how new the memory is
+    among these rows. A soft boost: a memory far outside the window is never dropped."""
+    occurred = fields[:, OCCURRED]
+    age_days = np.maximum((as_of.timestamp() - occurred) / 86400.0, 0.0)
+    cue = np.zeros(len(fields))
+    if cues is not None and cues.windows:
+        cue = window_closeness(occurred, cues.windows)
+    if cues is not None and cues.latest:
+        cue = np.maximum(cue, newness(occurred))
     return np.stack([
         np.exp(-math.log(2) * age_days / w.half_life_days),
         (fields[:, IMPORTANCE] - 1) / 9.0,
         1.0 - np.exp(-fields[:, ACCESS] / 5.0),
+        cue,
     ], axis=1)
 
 
-def boost_columns(c: Candidates, as_of: datetime, w: Weights) -> np.ndarray:
-    return boost_rows(c.lists.fields, as_of, w)
+def boost_columns(
+    c: Candidates, as_of: datetime, w: Weights, cues: TimeCues | None = None,
+) -> np.ndarray:
+    return boost_rows(c.lists.fields, as_of, w, cues)
 
 
 def final_scores(rels: np.ndarray, parts: np.ndarray, w: Weights) -> np.ndarray:
-    boost = parts @ np.array([w.recency, w.importance, w.access])
-    return np.asarray(rels * (1.0 + boost) / (1.0 + w.recency + w.importance + w.access))
+    """Boosts raise relevance towards 1 by a power: final = relevance ** (1 - boost), with
+    boost = the weighted sum of the parts (at most 0.9). No boost leaves the calibrated
+    relevance as it is, 0 stays 0 and 1 stays 1, so `min_score` and the labels keep
+    their meaning at any age; among memories about equally relevant, the newer, the
+    more important and the more used come first."""
+    boost = np.minimum(parts @ np.array([w.recency, w.importance, w.access, w.time]), 0.9)
+    return np.asarray(np.clip(rels, 0.0, 1.0) ** (1.0 - boost))
 
 
-def boosts(payload: dict[str, Any], as_of: datetime, w: Weights) -> dict[str, float]:
+def boosts(
+    payload: dict[str, Any], as_of: datetime, w: Weights, cues: TimeCues | None = None,
+) -> dict[str, float]:
     """One point's boosts from its raw payload (a next turn, which is no candidate): the
-    same formula as the candidates' columns."""
+    same formula as the candidates' columns (newness, relative to itself alone, is 1)."""
     row = np.array([scoring_row(payload, ThreadCodes())])
-    return dict(zip(BOOSTS, map(float, boost_rows(row, as_of, w)[0]), strict=True))
+    return dict(zip(BOOSTS, map(float, boost_rows(row, as_of, w, cues)[0]), strict=True))
 
 
 def final_score(rel: float, parts: dict[str, float], w: Weights) -> float:
@@ -198,5 +269,6 @@ def explanation(
         rerank=None if rerank is None else round(rerank, 6),
         relevance=round(rel, 6), recency=round(parts["recency"], 6),
         importance=round(parts["importance"], 6), access=round(parts["access"], 6),
+        time=round(parts["time"], 6),
         final=round(final, 6),
     )

@@ -13,16 +13,21 @@ from shared.memories.reads import best_candidates
 from shared.records.schemas import SearchMode
 from shared.retrieval.scoring import (
     BOOSTS,
+    CALIBRATION_MIDPOINT,
     Candidates,
     ListScores,
     Weights,
     boost_columns,
     boosts,
+    calibrated,
+    cjk_share,
+    evidence_share,
     final_score,
     final_scores,
     relevance,
     smooth_by_neighbours,
 )
+from shared.retrieval.time_cues import read_time_cues
 from shared.store.scoring_table import ScoringTable, ranked_lists, union_ids
 
 AS_OF = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -51,7 +56,55 @@ def test_importance_and_access_boosts() -> None:
     assert parts["importance"] == 1.0
     assert parts["access"] == pytest.approx(1 - math.exp(-1))
     bare = boosts({"occurred_at": "2024-05-01T12:00:00Z"}, AS_OF, Weights())
-    assert bare == {"recency": 1.0, "importance": pytest.approx(4 / 9), "access": 0.0}
+    assert bare == {"recency": 1.0, "importance": pytest.approx(4 / 9), "access": 0.0,
+                    "time": 0.0}
+
+
+def test_boosts_raise_relevance_towards_one_and_leave_it_alone_without_them() -> None:
+    w = Weights(recency=0.1, importance=0.1, access=0.05, time=0.2)
+    rels = np.array([0.0, 0.3, 0.5, 0.9, 1.0])
+    none = np.zeros((5, 4))
+    assert final_scores(rels, none, w).tolist() == pytest.approx(rels.tolist())
+    full = np.ones((5, 4))
+    lifted = final_scores(rels, full, w)
+    assert lifted[0] == 0.0 and lifted[-1] == 1.0  # nothing from nothing; 1 stays 1
+    assert np.all(lifted[1:-1] > rels[1:-1])
+    assert lifted.tolist() == pytest.approx((rels ** (1 - 0.45)).tolist())
+    assert np.all(np.diff(lifted) > 0)  # the order of relevance holds under equal boosts
+
+
+def test_calibrated_scores_cross_one_half_at_each_modes_midpoint() -> None:
+    for mode, (latin, cjk) in CALIBRATION_MIDPOINT.items():
+        assert calibrated(np.array([latin]), mode, 0.0)[0] == pytest.approx(0.5)
+        assert calibrated(np.array([cjk]), mode, 1.0)[0] == pytest.approx(0.5)
+        assert calibrated(np.array([(latin + cjk) / 2]), mode, 0.5)[0] == pytest.approx(0.5)
+        ranks = calibrated(np.array([0.1, 0.4, 0.8]), mode, 0.3)
+        assert np.all(np.diff(ranks) > 0) and np.all((ranks > 0) & (ranks < 1))
+
+
+def test_the_chinese_share_of_a_query() -> None:
+    assert cjk_share("What is my daughter called?") == 0.0
+    assert cjk_share("孩子叫什么名字?") == 1.0
+    assert cjk_share("我在 Berlin") == pytest.approx(6 / 12)
+    assert cjk_share("12345 !!") == 0.0
+
+
+def test_time_cues_boost_memories_in_the_window_and_the_newest() -> None:
+    as_of = datetime(2024, 5, 20, 12, tzinfo=UTC)
+    payloads: dict[str, dict[str, object]] = {
+        "in-window": {"occurred_at": "2024-05-14T09:00:00Z"},  # last week (May 13-19)
+        "before": {"occurred_at": "2024-03-01T09:00:00Z"},
+        "unknown": {},
+    }
+    c = candidates([(i, 0.9) for i in payloads], [], payloads)
+    w = Weights()
+    cues = read_time_cues("what did I do last week?", as_of)
+    time_col = boost_columns(c, as_of, w, cues)[:, BOOSTS.index("time")]
+    assert time_col[0] == 1.0 and 0.0 < time_col[1] < 0.5 and time_col[2] == 0.0
+    latest = read_time_cues("where do I live now?", as_of)
+    newest = boost_columns(c, as_of, w, latest)[:, BOOSTS.index("time")]
+    assert newest[0] == 1.0 and newest[1] == 0.0 and newest[2] == 0.0
+    assert np.all(boost_columns(c, as_of, w)[:, BOOSTS.index("time")] == 0.0)
 
 
 def candidates(dense: list[tuple[str, float]], keyword: list[tuple[str, float]],
@@ -73,19 +126,39 @@ def test_linear_fusion_counts_a_missing_list_as_nothing() -> None:
     assert c.ids == ["both", "dense", "kw"]
     assert c.list_scores(2) == ListScores(None, None, 8.0, 1)
     assert c.list_scores(0) == ListScores(0.95, 1, 24.0, 2)
-    w = Weights(keyword_half=8.0)
-    rels = relevance(c, SearchMode.HYBRID, "e5-small", w, 0.3)
+    w = Weights(keyword_half=8.0, fusion="linear", dense=0.3)
+    rels = relevance(c, SearchMode.HYBRID, "e5-small", w)
     assert rels.tolist() == pytest.approx([0.3 * 1.0 + 0.7 * 0.75, 0.3 * 0.5, 0.7 * 0.5])
-    assert relevance(c, SearchMode.DENSE, "e5-small", w, 0.3).tolist() == pytest.approx(
+    assert relevance(c, SearchMode.DENSE, "e5-small", w).tolist() == pytest.approx(
         [1.0, 0.5, 0.0])
-    assert relevance(c, SearchMode.KEYWORD, "e5-small", w, 0.3).tolist() == pytest.approx(
+    assert relevance(c, SearchMode.KEYWORD, "e5-small", w).tolist() == pytest.approx(
         [0.75, 0.0, 0.5])
+
+
+def test_evidence_fusion_leans_on_the_list_that_finds_strong_matches() -> None:
+    w = Weights(evidence_depth=2, evidence_power=2.0, share_bounds=(0.2, 0.9))
+    # Equal testimony: an even mix.
+    assert evidence_share(np.array([0.5, 0.5, 0.0]), np.array([0.5, 0.5, 0.0]), w) == 0.5
+    # Dense testifies 0.8 on its top two, keyword 0.4: shares as 0.64 : 0.16.
+    share = evidence_share(np.array([0.9, 0.7, 0.1]), np.array([0.5, 0.3, 0.0]), w)
+    assert share == pytest.approx(0.64 / (0.64 + 0.16))
+    # A query whose words match nothing (another language) leaves dense nearly alone,
+    # and a dense list with nothing leaves keyword, but neither drops out entirely.
+    assert evidence_share(np.array([0.6, 0.5]), np.zeros(2), w) == 0.9
+    assert evidence_share(np.zeros(2), np.array([0.6, 0.5]), w) == 0.2
+    assert evidence_share(np.zeros(2), np.zeros(2), w) == pytest.approx(0.55)
+
+
+def test_a_dense_only_hit_keeps_its_rank_when_no_keyword_can_match() -> None:
+    c = candidates([("a", 0.93), ("b", 0.85)], [], {"a": WHEN, "b": WHEN})
+    rels = relevance(c, SearchMode.HYBRID, "e5-small", Weights())
+    assert rels.tolist() == pytest.approx([0.9 * 0.9, 0.9 * 0.5])
 
 
 def test_rank_fusion_scores_first_in_both_lists_as_one() -> None:
     c = candidates([("a", 0.9), ("b", 0.8)], [("a", 3.0)], {"a": WHEN, "b": WHEN})
     w = Weights(fusion="rrf", rrf_k=60)
-    assert relevance(c, SearchMode.HYBRID, "e5-small", w, 0.3).tolist() == pytest.approx(
+    assert relevance(c, SearchMode.HYBRID, "e5-small", w).tolist() == pytest.approx(
         [1.0, (1 / 62) / (2 / 61)])
 
 
@@ -128,11 +201,11 @@ def test_equal_scores_rank_by_memory_id_whatever_the_list_order() -> None:
     for order in (ids, ids[::-1], [ids[1], ids[2], ids[0]]):
         c = candidates([], [(i, 8.0) for i in order], dict.fromkeys(ids, WHEN))
         final = np.full(len(c.ids), 0.4)
-        parts = np.zeros((len(c.ids), 3))
+        parts = np.zeros((len(c.ids), len(BOOSTS)))
         rankings.append([s.id for s in best_candidates(c, final, final, parts, 3, None)])
     assert rankings == [["a-memory", "b-memory", "c-memory"]] * 3
     # A higher score still comes first, whatever its id.
     c = candidates([], [(i, 8.0) for i in ids], dict.fromkeys(ids, WHEN))
     final = np.array([0.9, 0.4, 0.4])
-    top = best_candidates(c, final, final, np.zeros((3, 3)), 2, None)
+    top = best_candidates(c, final, final, np.zeros((3, len(BOOSTS))), 2, None)
     assert [s.id for s in top] == ["c-memory", "a-memory"]

@@ -1142,6 +1142,12 @@ export interface components {
             importance: number;
             /** Access */
             access: number;
+            /**
+             * Time
+             * @description the query's time cues: closeness to a window it names, or newness when it asks what is current
+             * @default 0
+             */
+            time?: number;
             /** Final */
             final: number;
         };

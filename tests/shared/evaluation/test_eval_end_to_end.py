@@ -137,10 +137,11 @@ def test_locomo_end_to_end(tmp_path: Path) -> None:
     data.write_text(json.dumps(locomo_data()), "utf-8")
     out = tmp_path / "report.json"
     done = run_eval(["locomo", "--data", str(data), "--out", str(out),
-                     "--data-dir", str(tmp_path / "store")])
+                     "--data-dir", str(tmp_path / "store"), "--calibration"])
     assert done.returncode == 0, done.stdout + done.stderr
     for mode in MODES:
         assert f"mode={mode}" in done.stdout
+        assert f"calibration ({mode}): evidence-bearing top hit" in done.stdout
     report = json.loads(out.read_text())
     assert report["dataset"] == "locomo" and report["embedder"] == "e5-small"
     assert report["modes"] == MODES and report["git"]["commit"]
@@ -167,6 +168,12 @@ def test_locomo_end_to_end(tmp_path: Path) -> None:
         if mode != "keyword":
             assert scores[TARGET]["recall@10"] == 1.0, mode
             assert result["rankings"][TARGET][0] == "D2:3", mode
+        # Every question was asked of the other conversation's user too.
+        cal = result["calibration"]
+        assert cal["other_user_questions"] == 5
+        assert 1 <= cal["evidence_top_hits"] <= 5
+        for share in ("top_hit_labelled_relevant", "other_user_nothing_relevant"):
+            assert 0.0 <= cal[share] <= 1.0
 
 
 def test_madial_end_to_end(tmp_path: Path) -> None:

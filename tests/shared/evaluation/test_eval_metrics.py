@@ -6,7 +6,9 @@ import math
 
 import pytest
 
+from shared.evaluation import EvalError
 from shared.evaluation import metrics as mx
+from shared.evaluation.runner import calibration_of, other_user, parse_name
 
 RANKED = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]
 
@@ -55,3 +57,30 @@ def test_summaries_overall_and_per_category() -> None:
     assert groups["temporal"].metrics["recall@10"] == 0.75
     assert mx.latency_summary([r.latency_ms for r in rows]) == {"mean_ms": 20.0, "p95_ms": 29.0}
     assert [s.name for s in mx.MADIAL_METRICS] == ["recall@5", "recall@10", "hit@5"]
+
+
+def test_calibration_counts_labels_of_evidence_top_hits_and_of_another_user() -> None:
+    tops = [("D1:1", 0.8), ("D1:2", 0.4), ("D9:9", 0.9), None]
+    relevant = [("D1:1",), ("D1:2", "D1:3"), ("D1:1",), ("D1:1",)]
+    cal = calibration_of(tops, relevant, [0.2, 0.6, 0.49, 0.1])
+    # Two top hits bear evidence (0.8 and 0.4): one is labelled relevant.
+    assert cal["evidence_top_hits"] == 2 and cal["top_hit_labelled_relevant"] == 0.5
+    # The other user's best was below 0.5 for three of four questions.
+    assert cal["other_user_questions"] == 4 and cal["other_user_nothing_relevant"] == 0.75
+    empty = calibration_of([None], [("x",)], [])
+    assert math.isnan(empty["top_hit_labelled_relevant"])
+    assert math.isnan(empty["other_user_nothing_relevant"])
+
+
+def test_the_other_user_is_the_next_one_and_needs_two() -> None:
+    assert other_user(["a", "b", "c"], "a") == "b"
+    assert other_user(["a", "b", "c"], "c") == "a"
+    assert other_user(["a"], "a") is None
+    assert other_user(["a", "b"], "z") is None
+
+
+def test_a_set_name_is_safe_in_a_file_name() -> None:
+    assert parse_name("madial-en") == "madial-en" and parse_name(None) is None
+    for bad in ("../x", "MADial", "", "a" * 41, "a b"):
+        with pytest.raises(EvalError, match="--name"):
+            parse_name(bad)

@@ -1,0 +1,242 @@
+"""Fusion rules compared offline, on the candidates of real searches.
+
+    python -m ops.bench.fusion dump locomo --data ../shared/bench/locomo10.json
+    python -m ops.bench.fusion dump madial --name madial-zh \\
+        --memory ../shared/bench/madial_zh/MADial-Bench-zh-memory.json \\
+        --dialogue ../shared/bench/madial_zh/MADial-Bench-zh-dialogue.json
+    python -m ops.bench.fusion score bench-results/fusion-*.pkl
+
+`dump` ingests a set as `memoryd eval` does (the embedded stack, the HTTP write path) and
+keeps, for every question, the candidates a hybrid search weighs: each list's scores and
+ranks and the scoring fields (`shared.memories.reads.gather`). `score` then ranks those
+candidates under each rule of `RULES` and prints recall per set, in seconds instead of an
+evaluation run per rule. It screens rules; `memoryd eval` measures the one kept (the next
+turns a hybrid page brings along are left out here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shared.evaluation import datasets as ds
+from shared.evaluation.ingest import api_client, ingest, stored_keys
+from shared.evaluation.runner import EvalOptions, load_dataset, select_questions
+from shared.memories.reads import gather
+from shared.platform.settings import Settings
+from shared.records.models import Owner
+from shared.records.schemas import SearchMode, SearchRequest
+from shared.retrieval import scoring
+from shared.store.scoring_table import SEQ, THREAD
+
+
+@dataclass
+class Dumped:
+    qid: str
+    category: str
+    query: str
+    relevant: tuple[str, ...]
+    keys: list[str]  # each candidate's dataset key
+    dense: np.ndarray
+    keyword: np.ndarray
+    dense_rank: np.ndarray
+    keyword_rank: np.ndarray
+    fields: np.ndarray
+    # The same question asked of another user (the next one in the set), who has none of
+    # its evidence: what a calibrated score must call irrelevant.
+    other: Dumped | None = None
+
+
+def dump(options: EvalOptions, out: Path) -> None:
+    from workers.eval_stack import embedded_stack_with_runtime
+
+    corpus, qset, _ = load_dataset(options, Settings().max_messages)
+    questions = select_questions(options, qset.questions)
+    rows: list[Dumped] = []
+    with embedded_stack_with_runtime(None, options.embedder) as (base_url, stack):
+        outcome = ingest(base_url, corpus, stack.settings.worker_concurrency)
+        print(f"ingested {outcome.memories} memories in {outcome.seconds:.0f} s", flush=True)
+        with api_client(base_url) as client:
+            key_of = {u: stored_keys(client, u, corpus.key_field) for u in corpus.users}
+        assert stack.runtime is not None
+        rp = stack.runtime.read_path()
+        users = list(corpus.users)
+
+        def candidates(q: ds.Question, user: str) -> Dumped:
+            owner = Owner(tenant_id="eval", user_id=user)
+            req = SearchRequest(user_id=user, query=q.query, top_k=10, mode=SearchMode.HYBRID)
+            with rp.query_embedder.session():
+                c, _conds = gather(rp, owner, req)
+            return Dumped(q.qid, q.category, q.query, q.relevant if user == q.user_id else (),
+                          [key_of[user].get(i, "") for i in c.ids], c.dense, c.keyword,
+                          c.dense_rank, c.keyword_rank, c.lists.fields)
+
+        for q in questions:
+            row = candidates(q, q.user_id)
+            row.other = candidates(q, users[(users.index(q.user_id) + 1) % len(users)])
+            rows.append(row)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("wb") as f:
+        pickle.dump({"embedder": stack.settings.embedder, "rows": rows}, f)
+    print(f"{len(rows)} questions written to {out}")
+
+
+Rule = Callable[[Dumped, str], np.ndarray]
+
+
+def smooth(row: Dumped, rels: np.ndarray, share: float = 0.2, span: int = 2) -> np.ndarray:
+    if len(rels) < 2:
+        return rels
+    thread, seq = row.fields[:, THREAD], row.fields[:, SEQ]
+    near = ((thread[:, None] == thread[None, :]) & (thread[:, None] >= 0)
+            & (np.abs(seq[:, None] - seq[None, :]) <= span))
+    np.fill_diagonal(near, False)
+    best = np.where(near, rels[None, :], -np.inf).max(axis=1)
+    return np.where(np.isfinite(best), np.minimum(rels + share * best, 1.0), rels)
+
+
+def parts(row: Dumped, embedder: str, half: float = 8.0) -> tuple[np.ndarray, np.ndarray]:
+    d = np.nan_to_num(scoring.dense_relevance(row.dense, embedder), nan=0.0)
+    k = np.nan_to_num(scoring.keyword_relevance(row.keyword, half), nan=0.0)
+    return np.asarray(d), np.asarray(k)
+
+
+def linear(share_of: Callable[[Dumped], float]) -> Rule:
+    def rule(row: Dumped, embedder: str) -> np.ndarray:
+        d, k = parts(row, embedder)
+        s = share_of(row)
+        return smooth(row, s * d + (1 - s) * k)
+    return rule
+
+
+def script_share(row: Dumped) -> float:
+    """The rule evidence fusion replaced: 0.8 for Chinese queries, 0.3 for the rest."""
+    cjk = scoring.cjk_share(row.query)
+    return 0.8 if cjk > 0.5 else 0.3
+
+
+def fixed(share: float) -> Callable[[Dumped], float]:
+    return lambda _row: share
+
+
+def dense_only(row: Dumped, embedder: str) -> np.ndarray:
+    return parts(row, embedder)[0]
+
+
+def keyword_only(row: Dumped, embedder: str) -> np.ndarray:
+    return parts(row, embedder)[1]
+
+
+def _dbsf(x: np.ndarray) -> np.ndarray:
+    """Distribution-based: the list's mean ± 3 std maps to [0, 1]; absent → 0."""
+    present = ~np.isnan(x)
+    if present.sum() < 2:
+        return np.where(present, 1.0, 0.0)
+    mu, sd = x[present].mean(), x[present].std() + 1e-9
+    return np.where(present, np.clip((x - (mu - 3 * sd)) / (6 * sd), 0, 1), 0.0)
+
+
+def dbsf(share: float) -> Rule:
+    def rule(row: Dumped, embedder: str) -> np.ndarray:
+        return smooth(row, share * _dbsf(row.dense) + (1 - share) * _dbsf(row.keyword))
+    return rule
+
+
+def rrf(kk: int) -> Rule:
+    def rule(row: Dumped, embedder: str) -> np.ndarray:
+        fused = np.zeros(len(row.keys))
+        for rank in (row.dense_rank, row.keyword_rank):
+            fused += np.where(rank > 0, 1.0 / (kk + rank), 0.0)
+        return fused
+    return rule
+
+
+def evidence(depth: int, power: float) -> Rule:
+    """Production's rule (`scoring.evidence_share`) at other depths and powers."""
+    w = scoring.Weights(evidence_depth=depth, evidence_power=power)
+
+    def rule(row: Dumped, embedder: str) -> np.ndarray:
+        d, k = parts(row, embedder)
+        s = scoring.evidence_share(d, k, w)
+        return smooth(row, s * d + (1 - s) * k)
+    return rule
+
+
+RULES: dict[str, Rule] = {
+    "dense": dense_only,
+    "keyword": keyword_only,
+    "script (0.3/0.8)": linear(script_share),
+    **{f"fixed {s}": linear(fixed(s)) for s in (0.3, 0.5, 0.7)},
+    **{f"dbsf {s}": dbsf(s) for s in (0.3, 0.5, 0.7)},
+    "rrf 60": rrf(60),
+    **{f"evidence top{d} ^{p:g}": evidence(d, p) for d in (5, 10, 20) for p in (1.0, 2.0, 3.0)},
+}
+
+
+def recall(ranked: Sequence[str], relevant: Sequence[str], k: int) -> float:
+    top = set(ranked[:k])
+    return sum(1 for r in relevant if r in top) / len(relevant)
+
+
+def evaluate(rows: Sequence[Dumped], embedder: str, rule: Rule, ks: Sequence[int]) -> list[float]:
+    totals = [0.0] * len(ks)
+    for row in rows:
+        scores = rule(row, embedder)
+        order = np.lexsort((np.asarray(row.keys), -scores))
+        ranked = [row.keys[i] for i in order]
+        for j, k in enumerate(ks):
+            totals[j] += recall(ranked, row.relevant, k)
+    return [t / max(len(rows), 1) for t in totals]
+
+
+def score(paths: Sequence[Path], only: str | None) -> None:
+    sets = {}
+    for path in paths:
+        with path.open("rb") as f:
+            data: dict[str, Any] = pickle.load(f)
+        sets[path.stem.removeprefix("fusion-")] = data
+    header = f"{'rule':28}" + "".join(f"{name[:16]:>18}" for name in sets)
+    print(header + "\n" + f"{'':28}" + "".join(f"{'R@5   R@10':>18}" for _ in sets))
+    for name, rule in RULES.items():
+        if only and only not in name:
+            continue
+        cells = []
+        for data in sets.values():
+            r5, r10 = evaluate(data["rows"], data["embedder"], rule, (5, 10))
+            cells.append(f"{r5:8.3f}{r10:7.3f}   ")
+        print(f"{name:28}" + "".join(cells), flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m ops.bench.fusion")
+    sub = parser.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("dump")
+    d.add_argument("dataset", choices=["locomo", "madial"])
+    d.add_argument("--data", type=Path)
+    d.add_argument("--memory", type=Path)
+    d.add_argument("--dialogue", type=Path)
+    d.add_argument("--name")
+    d.add_argument("--embedder")
+    d.add_argument("--out-dir", type=Path, default=Path("bench-results"))
+    s = sub.add_parser("score")
+    s.add_argument("paths", nargs="+", type=Path)
+    s.add_argument("--only")
+    args = parser.parse_args(argv)
+    if args.command == "dump":
+        options = EvalOptions(dataset=args.dataset, modes=["hybrid"], data=args.data,
+                              memory=args.memory, dialogue=args.dialogue,
+                              embedder=args.embedder)
+        dump(options, args.out_dir / f"fusion-{args.name or args.dataset}.pkl")
+    else:
+        score(args.paths, args.only)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
