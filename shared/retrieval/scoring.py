@@ -207,16 +207,20 @@ def boost_rows(
     The time column is 0 unless the query carries time cues: then it is how close the
     memory's time is to a window the query names ("last week", 上个月), and, when the
     query asks for the current state of something ("now", 现在), how new the memory is
-    among these rows. A soft boost: a memory far outside the window is never dropped."""
+    among these rows. A soft boost: a memory far outside the window is never dropped. A
+    query that names a window asks about that time, not about the latest: recency then
+    counts for nothing, so it cannot outweigh the window."""
     occurred = fields[:, OCCURRED]
     age_days = np.maximum((as_of.timestamp() - occurred) / 86400.0, 0.0)
+    recency = np.exp(-math.log(2) * age_days / w.half_life_days)
     cue = np.zeros(len(fields))
     if cues is not None and cues.windows:
         cue = window_closeness(occurred, cues.windows)
+        recency = np.zeros(len(fields))
     if cues is not None and cues.latest:
         cue = np.maximum(cue, newness(occurred))
     return np.stack([
-        np.exp(-math.log(2) * age_days / w.half_life_days),
+        recency,
         (fields[:, IMPORTANCE] - 1) / 9.0,
         1.0 - np.exp(-fields[:, ACCESS] / 5.0),
         cue,

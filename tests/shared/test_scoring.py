@@ -99,11 +99,15 @@ def test_time_cues_boost_memories_in_the_window_and_the_newest() -> None:
     c = candidates([(i, 0.9) for i in payloads], [], payloads)
     w = Weights()
     cues = read_time_cues("what did I do last week?", as_of)
-    time_col = boost_columns(c, as_of, w, cues)[:, BOOSTS.index("time")]
+    columns = boost_columns(c, as_of, w, cues)
+    time_col = columns[:, BOOSTS.index("time")]
     assert time_col[0] == 1.0 and 0.0 < time_col[1] < 0.5 and time_col[2] == 0.0
+    assert np.all(columns[:, BOOSTS.index("recency")] == 0.0)  # the window replaces it
     latest = read_time_cues("where do I live now?", as_of)
-    newest = boost_columns(c, as_of, w, latest)[:, BOOSTS.index("time")]
+    columns = boost_columns(c, as_of, w, latest)
+    newest = columns[:, BOOSTS.index("time")]
     assert newest[0] == 1.0 and newest[1] == 0.0 and newest[2] == 0.0
+    assert columns[0, BOOSTS.index("recency")] > 0.0  # "now" keeps recency
     assert np.all(boost_columns(c, as_of, w)[:, BOOSTS.index("time")] == 0.0)
 
 
