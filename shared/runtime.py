@@ -116,7 +116,8 @@ class Runtime:
             dense=s.search_dense_weight,
             keyword_half=s.search_keyword_half,
             recency=s.search_recency_weight, importance=s.search_importance_weight,
-            access=s.search_access_weight, half_life_days=s.search_half_life_days,
+            access=s.search_access_weight, time=s.search_time_weight,
+            half_life_days=s.search_half_life_days,
             rrf_k=s.search_rrf_k, fusion=s.search_fusion,
             neighbour=s.search_neighbour_weight, context_hits=s.search_context_hits,
         )

@@ -241,13 +241,15 @@ def _search(rp: ReadPath, owner: Owner, req: SearchRequest) -> SearchResponse:
     candidates, conditions = gather(rp, owner, req)
     as_of = req.as_of or utcnow()
     # The query's end holds its current turn; a bounded read keeps hostile text cheap.
-    tail = req.query[-QUERY_TAIL_CHARS:]
+    tail = read_query(req.query[-QUERY_TAIL_CHARS:])
     rels = scoring.relevance(candidates, req.mode, rp.embedder_name, weights)
     cues = None
     if req.mode is SearchMode.HYBRID:
         rels = scoring.smooth_by_neighbours(candidates, rels, weights)
-        cues = read_time_cues(tail, as_of)
-    rels = scoring.calibrated(rels, req.mode, scoring.cjk_share(tail))
+        # An excerpt's current turn asks; earlier lines ("我现在很开心") only tell.
+        cues = read_time_cues(tail.current, as_of)
+    # Speaker labels ("<Bart>:", "Assistant:") are layout, not the query's language.
+    rels = scoring.calibrated(rels, req.mode, scoring.cjk_share(" ".join(tail.lines)))
     parts = scoring.boost_columns(candidates, as_of, weights, cues)
     final = scoring.final_scores(rels, parts, weights)
     # Records only for what can reach the page: the reranker's head, else the page itself

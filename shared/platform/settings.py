@@ -71,6 +71,7 @@ class Settings(BaseSettings):
     search_recency_weight: float = Field(0.1, ge=0)
     search_importance_weight: float = Field(0.1, ge=0)
     search_access_weight: float = Field(0.05, ge=0)
+    search_time_weight: float = Field(0.3, ge=0)  # a query's time cues ("last week", "now")
     search_half_life_days: float = Field(30.0, gt=0)
     search_record_access: bool = True  # count hits after each search (shared/retrieval/access.py)
     search_access_flush_s: float = Field(30.0, gt=0, le=300)

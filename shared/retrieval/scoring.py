@@ -45,7 +45,7 @@ class Weights:
     recency: float = 0.1
     importance: float = 0.1
     access: float = 0.05
-    time: float = 0.2  # a query's time cues (shared/retrieval/time_cues.py)
+    time: float = 0.3  # a query's time cues (shared/retrieval/time_cues.py)
     half_life_days: float = 30.0
     rrf_k: int = 60
     fusion: str = "evidence"  # evidence | linear | rrf
@@ -234,13 +234,15 @@ def boost_columns(
 
 
 def final_scores(rels: np.ndarray, parts: np.ndarray, w: Weights) -> np.ndarray:
-    """Boosts raise relevance towards 1 by a power: final = relevance ** (1 - boost), with
-    boost = the weighted sum of the parts (at most 0.9). No boost leaves the calibrated
-    relevance as it is, 0 stays 0 and 1 stays 1, so `min_score` and the labels keep
-    their meaning at any age; among memories about equally relevant, the newer, the
-    more important and the more used come first."""
-    boost = np.minimum(parts @ np.array([w.recency, w.importance, w.access, w.time]), 0.9)
-    return np.asarray(np.clip(rels, 0.0, 1.0) ** (1.0 - boost))
+    """Boosts lift relevance by a factor that saturates at 1: final = r (1 + b) / (1 + r b),
+    b = the weighted sum of the parts. A weakly relevant memory gains the factor 1 + b,
+    as with a plain product, so a boost never outweighs a clear difference in relevance;
+    near 1 the gain shrinks, so scores stay in [0, 1] and keep their order. No boost
+    leaves the calibrated relevance as it is, so `min_score` and the labels keep their
+    meaning at any age."""
+    boost = parts @ np.array([w.recency, w.importance, w.access, w.time])
+    r = np.clip(rels, 0.0, 1.0)
+    return np.asarray(r * (1.0 + boost) / (1.0 + r * boost))
 
 
 def boosts(

@@ -38,13 +38,14 @@ def test_a_question_about_now_puts_the_newest_version_first(api: httpx.Client,
 
 
 def test_a_relative_time_favours_memories_from_then(api: httpx.Client, user: str) -> None:
-    ids = _ids(api, user, {"I went hiking in the Alps": "2025-05-14T09:00:00Z",
-                           "I went hiking in the Rockies": "2025-03-20T09:00:00Z"})
+    # Two memories about as relevant to the question: the time it names tells them apart.
+    ids = _ids(api, user, {"I went hiking in the hills with Anna": "2025-05-14T09:00:00Z",
+                           "I went hiking in the hills with Ben": "2025-03-20T09:00:00Z"})
     as_of = "2025-05-20T12:00:00Z"
-    for query in ("Where did I go hiking two months ago?", "我两个月前去哪里徒步了?"):
+    for query in ("Who did I go hiking with two months ago?", "我两个月前和谁去徒步了?"):
         hits = _ranked(api, user, query, as_of)
         first, second = hits[0], hits[1]
-        assert ids[first["memory"]["id"]] == "I went hiking in the Rockies", query
+        assert ids[first["memory"]["id"]] == "I went hiking in the hills with Ben", query
         assert first["explanation"]["time"] == 1.0
         assert 0.0 < second["explanation"]["time"] < 0.5  # outside the window: soft
     # The cue never hides a memory: both are still found.

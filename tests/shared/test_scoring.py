@@ -60,7 +60,7 @@ def test_importance_and_access_boosts() -> None:
                     "time": 0.0}
 
 
-def test_boosts_raise_relevance_towards_one_and_leave_it_alone_without_them() -> None:
+def test_boosts_lift_relevance_within_one_and_leave_it_alone_without_them() -> None:
     w = Weights(recency=0.1, importance=0.1, access=0.05, time=0.2)
     rels = np.array([0.0, 0.3, 0.5, 0.9, 1.0])
     none = np.zeros((5, 4))
@@ -69,7 +69,8 @@ def test_boosts_raise_relevance_towards_one_and_leave_it_alone_without_them() ->
     lifted = final_scores(rels, full, w)
     assert lifted[0] == 0.0 and lifted[-1] == 1.0  # nothing from nothing; 1 stays 1
     assert np.all(lifted[1:-1] > rels[1:-1])
-    assert lifted.tolist() == pytest.approx((rels ** (1 - 0.45)).tolist())
+    assert lifted.tolist() == pytest.approx((rels * 1.45 / (1 + rels * 0.45)).tolist())
+    assert lifted[1] / rels[1] == pytest.approx(1.45 / (1 + 0.3 * 0.45))
     assert np.all(np.diff(lifted) > 0)  # the order of relevance holds under equal boosts
 
 
