@@ -30,11 +30,13 @@ from shared.evaluation import datasets as ds
 from shared.evaluation.ingest import api_client, ingest, stored_keys
 from shared.evaluation.runner import EvalOptions, load_dataset, select_questions
 from shared.memories.reads import gather
+from shared.platform.script_share import cjk_share
 from shared.platform.settings import Settings
 from shared.records.models import Owner
 from shared.records.schemas import SearchMode, SearchRequest
 from shared.retrieval import scoring
-from shared.store.scoring_table import SEQ, THREAD
+from shared.retrieval.query_text import read_query
+from shared.store.scoring_table import CJK, SEQ, THREAD, RankedLists, ThreadCodes
 
 
 @dataclass
@@ -118,8 +120,7 @@ def linear(share_of: Callable[[Dumped], float]) -> Rule:
 
 def script_share(row: Dumped) -> float:
     """The rule evidence fusion replaced: 0.8 for Chinese queries, 0.3 for the rest."""
-    cjk = scoring.cjk_share(row.query)
-    return 0.8 if cjk > 0.5 else 0.3
+    return 0.8 if cjk_share(row.query) > 0.5 else 0.3
 
 
 def fixed(share: float) -> Callable[[Dumped], float]:
@@ -159,13 +160,19 @@ def rrf(kk: int) -> Rule:
 
 
 def evidence(depth: int, power: float) -> Rule:
-    """Production's rule (`scoring.evidence_share`) at other depths and powers."""
+    """Production's hybrid relevance (`scoring.relevance`: evidence fusion, cosines
+    corrected for language) at other depths and powers of the evidence."""
     w = scoring.Weights(evidence_depth=depth, evidence_power=power)
 
     def rule(row: Dumped, embedder: str) -> np.ndarray:
-        d, k = parts(row, embedder)
-        s = scoring.evidence_share(d, k, w)
-        return smooth(row, s * d + (1 - s) * k)
+        fields = row.fields
+        if fields.shape[1] <= CJK:  # dumped before memories carried their language
+            fields = np.c_[fields, np.full(len(fields), np.nan)]
+        lists = RankedLists([], row.keys, fields, ThreadCodes())
+        c = scoring.Candidates(row.keys, row.dense, row.dense_rank, row.keyword,
+                               row.keyword_rank, lists)
+        chinese = cjk_share(" ".join(read_query(row.query).lines))
+        return smooth(row, scoring.relevance(c, SearchMode.HYBRID, embedder, w, chinese))
     return rule
 
 

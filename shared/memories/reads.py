@@ -18,6 +18,7 @@ from shared.embeddings import Embedder
 from shared.memories.conflicts import order_conflicts
 from shared.memories.retention import live_conditions
 from shared.platform.errors import InvalidInput, NotFound
+from shared.platform.script_share import cjk_share
 from shared.platform.settings import Settings
 from shared.records.models import MemoryRecord, MemoryType, Owner, Scope, utcnow
 from shared.records.schemas import (
@@ -242,14 +243,15 @@ def _search(rp: ReadPath, owner: Owner, req: SearchRequest) -> SearchResponse:
     as_of = req.as_of or utcnow()
     # The query's end holds its current turn; a bounded read keeps hostile text cheap.
     tail = read_query(req.query[-QUERY_TAIL_CHARS:])
-    rels = scoring.relevance(candidates, req.mode, rp.embedder_name, weights)
+    # Speaker labels ("<Bart>:", "Assistant:") are layout, not the query's language.
+    chinese = cjk_share(" ".join(tail.lines))
+    rels = scoring.relevance(candidates, req.mode, rp.embedder_name, weights, chinese)
     cues = None
     if req.mode is SearchMode.HYBRID:
         rels = scoring.smooth_by_neighbours(candidates, rels, weights)
         # An excerpt's current turn asks; earlier lines ("我现在很开心") only tell.
         cues = read_time_cues(tail.current, as_of)
-    # Speaker labels ("<Bart>:", "Assistant:") are layout, not the query's language.
-    rels = scoring.calibrated(rels, req.mode, scoring.cjk_share(" ".join(tail.lines)))
+    rels = scoring.calibrated(rels, req.mode)
     parts = scoring.boost_columns(candidates, as_of, weights, cues)
     final = scoring.final_scores(rels, parts, weights)
     # Records only for what can reach the page: the reranker's head, else the page itself

@@ -12,6 +12,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from shared.platform.script_share import cjk_share
+
 
 class MemoryType(StrEnum):
     SEMANTIC = "semantic"
@@ -129,6 +131,8 @@ class MemoryRecord(BaseModel):
         # Searches filter on this keyword, not on the bool: Qdrant Edge 0.9 never matches
         # boolean payload values (a binding bug), and later states (superseded) fit here.
         payload["state"] = "active" if self.enabled else "disabled"
+        # Search corrects the embedder's cosine for the two texts' languages.
+        payload["cjk_share"] = round(cjk_share(self.content), 3)
         if self.expires_at is not None:
             # Reads hide what expired with a numeric range (shared/memories/retention.py).
             payload["expires_ts"] = round(self.expires_at.timestamp(), 3)

@@ -10,7 +10,6 @@ relevance stays at 0.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -22,6 +21,7 @@ from shared.retrieval.time_cues import TimeCues, newness, window_closeness
 from shared.store import RankedLists
 from shared.store.scoring_table import (
     ACCESS,
+    CJK,
     IMPORTANCE,
     OCCURRED,
     SEQ,
@@ -101,6 +101,23 @@ class Candidates:
                           opt_float(self.keyword[i]), int(self.keyword_rank[i]) or None)
 
 
+# How the embedder's cosine moves with the two texts' languages, per embedder: (added when
+# both are Chinese, added when one is Chinese and the other not), against two English
+# texts about the same. e5-small: where the best hit of a user with the evidence and of a
+# user without it part, on English (LoCoMo, our English MADial), Chinese (MADial zh) and
+# crossed sets (docs/decisions/0024-language-aware-cosines.md).
+LANGUAGE_OFFSET = {"e5-small": (0.062, -0.018)}
+
+
+def language_offset(query_cjk: float, memory_cjk: np.ndarray, embedder: str) -> np.ndarray:
+    """Each candidate's cosine offset from the query's and the memory's share of Chinese
+    (a mixed text counts in proportion); 0 for a memory whose share is unknown."""
+    both, across = LANGUAGE_OFFSET.get(embedder, (0.0, 0.0))
+    q, m = query_cjk, memory_cjk
+    offset = both * q * m + across * (q * (1 - m) + (1 - q) * m)
+    return np.asarray(np.nan_to_num(offset, nan=0.0))
+
+
 def dense_relevance(cosine: np.ndarray, embedder: str) -> np.ndarray:
     low, high = DENSE_CALIBRATION.get(embedder, DEFAULT_DENSE_CALIBRATION)
     return np.asarray(np.clip((cosine - low) / (high - low), 0.0, 1.0))
@@ -134,8 +151,16 @@ def evidence_share(d: np.ndarray, k: np.ndarray, w: Weights) -> float:
     return min(max(dense / (dense + keyword), low), high)
 
 
-def relevance(c: Candidates, mode: SearchMode, embedder: str, w: Weights) -> np.ndarray:
-    d = np.nan_to_num(dense_relevance(c.dense, embedder), nan=0.0)
+def relevance(
+    c: Candidates, mode: SearchMode, embedder: str, w: Weights, query_cjk: float = 0.0,
+) -> np.ndarray:
+    """Each candidate's relevance in [0, 1] for `mode`. The dense side is corrected for the
+    languages of the query (`query_cjk`, its share of Chinese) and of each memory, so a
+    memory in either language competes on meaning; the lists' evidence is read on the
+    cosines as they are, which is what each list found."""
+    seen = np.nan_to_num(dense_relevance(c.dense, embedder), nan=0.0)
+    offset = language_offset(query_cjk, c.lists.fields[:, CJK], embedder)
+    d = np.nan_to_num(dense_relevance(c.dense - offset, embedder), nan=0.0)
     k = np.nan_to_num(keyword_relevance(c.keyword, w.keyword_half), nan=0.0)
     if mode is SearchMode.DENSE:
         return np.asarray(d)
@@ -146,40 +171,24 @@ def relevance(c: Candidates, mode: SearchMode, embedder: str, w: Weights) -> np.
         rrf = sum(np.where(rank > 0, 1.0 / (w.rrf_k + rank), 0.0)
                   for rank in (c.dense_rank, c.keyword_rank))
         return np.asarray(rrf / (2.0 / (w.rrf_k + 1)))
-    share = w.dense if w.fusion == "linear" else evidence_share(d, k, w)
+    share = w.dense if w.fusion == "linear" else evidence_share(seen, k, w)
     return np.asarray(share * d + (1 - share) * k)
 
 
 # Where a search's relevance becomes "about what was asked": per mode, the relevance at
 # which the best hit of a user who has the memory and the best hit of a user who has none
-# part (measured by `memoryd eval --calibration`), for Latin-script and for Chinese
-# queries. The embedder's cosines sit higher between Chinese texts, so the dense and
-# hybrid midpoints do too; a mixed query takes the mix of both. Fitted with e5-small on
-# LoCoMo (Latin) and MADial zh (Chinese): docs/decisions/0023-evidence-fusion-and-calibration.md.
-CALIBRATION_MIDPOINT = {
-    SearchMode.DENSE: (0.48, 0.79),
-    SearchMode.KEYWORD: (0.5, 0.5),
-    SearchMode.HYBRID: (0.5, 0.72),
-}
+# part (`memoryd eval --calibration`). With the cosines corrected for language
+# (`language_offset`) the same midpoint holds for English, Chinese and crossed sets.
+# Fitted with e5-small: docs/decisions/0023-evidence-fusion-and-calibration.md.
+CALIBRATION_MIDPOINT = {SearchMode.DENSE: 0.48, SearchMode.KEYWORD: 0.5, SearchMode.HYBRID: 0.48}
 CALIBRATION_SLOPE = 0.1  # relevance from the midpoint that moves the score by e (logit 1)
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_LATIN = re.compile(r"[A-Za-z]")
 
-
-def cjk_share(query: str) -> float:
-    """How Chinese a query is, in [0, 1]: one ideograph counts as much as a short word of
-    three Latin letters."""
-    cjk, latin = len(_CJK.findall(query)), len(_LATIN.findall(query))
-    return 3 * cjk / (3 * cjk + latin) if cjk or latin else 0.0
-
-
-def calibrated(rels: np.ndarray, mode: SearchMode, chinese: float) -> np.ndarray:
+def calibrated(rels: np.ndarray, mode: SearchMode) -> np.ndarray:
     """Relevance as a score whose 0.5 means "relevant" in every mode and both languages: a
     logistic map around the mode's midpoint. Monotone, so the order of one search's
     candidates is the order of their relevance."""
-    latin, cjk = CALIBRATION_MIDPOINT[mode]
-    mid = latin + (cjk - latin) * chinese
+    mid = CALIBRATION_MIDPOINT[mode]
     return np.asarray(1.0 / (1.0 + np.exp(-(rels - mid) / CALIBRATION_SLOPE)))
 
 

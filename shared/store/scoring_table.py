@@ -19,11 +19,13 @@ from typing import Any
 import numpy as np
 
 # The payload fields rescoring reads; the table keeps them parsed (times as epoch seconds).
-SCORING_FIELDS = ("occurred_at", "importance", "access_count", "thread_id", "thread_seq")
+SCORING_FIELDS = ("occurred_at", "importance", "access_count", "thread_id", "thread_seq",
+                  "cjk_share")
 # Columns of `ScoringTable.data`: `OCCURRED` is +inf for a point with no time (it counts as
-# new), `THREAD` is -1 for a point outside a thread.
-OCCURRED, IMPORTANCE, ACCESS, THREAD, SEQ = range(5)
-_WIDTH = 5
+# new), `THREAD` is -1 for a point outside a thread, `CJK` NaN for a point written before
+# memories carried their language.
+OCCURRED, IMPORTANCE, ACCESS, THREAD, SEQ, CJK = range(6)
+_WIDTH = 6
 
 
 def epoch_seconds(value: Any) -> float:
@@ -63,10 +65,14 @@ def scoring_row(payload: Mapping[str, Any], threads: ThreadCodes) -> tuple[float
         float(int(5 if importance is None else importance)),
         float(int(payload.get("access_count") or 0)),
     )
+    share = payload.get("cjk_share")
+    cjk = math.nan
+    if isinstance(share, int | float) and not isinstance(share, bool):
+        cjk = float(share)
     thread, seq = payload.get("thread_id"), payload.get("thread_seq")
     if thread and isinstance(seq, int) and not isinstance(seq, bool):
-        return (*row, float(threads.code(str(thread))), float(seq))
-    return (*row, -1.0, 0.0)
+        return (*row, float(threads.code(str(thread))), float(seq), cjk)
+    return (*row, -1.0, 0.0, cjk)
 
 
 class ScoringTable:

@@ -10,20 +10,22 @@ import numpy as np
 import pytest
 
 from shared.memories.reads import best_candidates
+from shared.platform.script_share import cjk_share
 from shared.records.schemas import SearchMode
 from shared.retrieval.scoring import (
     BOOSTS,
     CALIBRATION_MIDPOINT,
+    LANGUAGE_OFFSET,
     Candidates,
     ListScores,
     Weights,
     boost_columns,
     boosts,
     calibrated,
-    cjk_share,
     evidence_share,
     final_score,
     final_scores,
+    language_offset,
     relevance,
     smooth_by_neighbours,
 )
@@ -75,19 +77,37 @@ def test_boosts_lift_relevance_within_one_and_leave_it_alone_without_them() -> N
 
 
 def test_calibrated_scores_cross_one_half_at_each_modes_midpoint() -> None:
-    for mode, (latin, cjk) in CALIBRATION_MIDPOINT.items():
-        assert calibrated(np.array([latin]), mode, 0.0)[0] == pytest.approx(0.5)
-        assert calibrated(np.array([cjk]), mode, 1.0)[0] == pytest.approx(0.5)
-        assert calibrated(np.array([(latin + cjk) / 2]), mode, 0.5)[0] == pytest.approx(0.5)
-        ranks = calibrated(np.array([0.1, 0.4, 0.8]), mode, 0.3)
+    for mode, mid in CALIBRATION_MIDPOINT.items():
+        assert calibrated(np.array([mid]), mode)[0] == pytest.approx(0.5)
+        ranks = calibrated(np.array([0.1, 0.4, 0.8]), mode)
         assert np.all(np.diff(ranks) > 0) and np.all((ranks > 0) & (ranks < 1))
 
 
-def test_the_chinese_share_of_a_query() -> None:
+def test_the_chinese_share_of_a_text() -> None:
     assert cjk_share("What is my daughter called?") == 0.0
     assert cjk_share("孩子叫什么名字?") == 1.0
     assert cjk_share("我在 Berlin") == pytest.approx(6 / 12)
     assert cjk_share("12345 !!") == 0.0
+
+
+def test_cosines_are_corrected_for_the_two_texts_languages() -> None:
+    both, across = LANGUAGE_OFFSET["e5-small"]
+    memory = np.array([1.0, 0.0, 0.5, np.nan])  # Chinese, English, half, unknown
+    assert language_offset(1.0, memory, "e5-small").tolist() == pytest.approx(
+        [both, across, both / 2 + across / 2, 0.0])
+    assert language_offset(0.0, memory, "e5-small").tolist() == pytest.approx(
+        [across, 0.0, across / 2, 0.0])
+    assert not language_offset(1.0, memory, "use").any()  # no offsets measured for it
+
+
+def test_a_chinese_question_finds_an_english_memory_over_an_unrelated_chinese_one() -> None:
+    # Cosines as e5-small gives them for "孩子叫什么名字?" against "User's daughter is
+    # called Mia" (0.785) and "用户喜欢吃火锅" (0.821): same-language texts sit closer.
+    c = candidates([("hotpot-zh", 0.821), ("mia-en", 0.785)], [],
+                   {"hotpot-zh": {**WHEN, "cjk_share": 1.0}, "mia-en": {**WHEN, "cjk_share": 0.0}})
+    dense = relevance(c, SearchMode.DENSE, "e5-small", Weights(), query_cjk=1.0)
+    assert dense[1] > dense[0]
+    assert relevance(c, SearchMode.DENSE, "e5-small", Weights())[0] > dense[0]
 
 
 def test_time_cues_boost_memories_in_the_window_and_the_newest() -> None:
