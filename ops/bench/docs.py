@@ -359,12 +359,19 @@ fault drills (`python -m ops.chaos`) are in [faults.md](faults.md).
 """
 
 
-def render_document(results: Path) -> str:
+def render_document(results: Path, previous: str | None = None) -> str:
+    """The page from the reports in `results`. A block whose report is not there keeps
+    what `previous` (the page as it is) showed from it, if anything: reports are not in
+    the repository, so a checkout that reran one benchmark refreshes that one alone."""
+    kept = dict(generated_blocks(previous)) if previous else {}
     out = [HEADER]
     for section in SECTIONS:
         about = textwrap.fill(section.about, WIDTH, break_on_hyphens=False)
         out += [f"## {section.title}", "", about, ""]
         for source, lines in section.blocks(results):
+            if lines is None and source in kept:
+                out += [BEGIN.format(source=source), kept[source].rstrip("\n"), END, ""]
+                continue
             body = lines if lines is not None else [f"No report yet: {section.make}."]
             out += [BEGIN.format(source=source), *body, END, ""]
     return "\n".join(out).rstrip("\n") + "\n"
@@ -420,29 +427,58 @@ def _bench_rows(data: Report) -> list[tuple[str, str, str]]:
     return [r for r in rows if not r[0].startswith("search ")] + searches[-2:]
 
 
-def readme_rows(results: Path) -> list[tuple[str, str, str]]:
-    """README's figures: the headline of each report present, with its command."""
+# README rows by the report they come from (an eval's rows: `memoryd eval ...`).
+_ROW_REPORTS = {"`python -m ops.bench`": "bench.json",
+                "`python -m ops.bench.hostile`": "hostile.json",
+                "`python -m ops.bench.waits`": "bench-waits.json",
+                "`python -m ops.bench.fairness`": "fairness.json"}
+Row = tuple[str, str, str]
+
+
+def _shown_rows(text: str | None) -> dict[str, list[Row]]:
+    """README's rows as it shows them, by the command beside them."""
+    block = README_BLOCK.search(text) if text else None
+    rows: dict[str, list[Row]] = {}
+    for line in (block.group(0).splitlines() if block else []):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[2] in _ROW_REPORTS:
+            rows.setdefault(cells[2], []).append((cells[0], cells[1], cells[2]))
+    return rows
+
+
+def _hostile_rows(data: Report) -> list[Row]:
+    worst = data["worst"]["total"]
+    return [("worst hostile message: redaction + rules + keywords",
+             f"{float(worst['cpu_ms']):g} ms CPU", "`python -m ops.bench.hostile`")]
+
+
+def _waits_rows(data: Report) -> list[Row]:
+    return [(f"search p99 with {data['waits']} waits pending / idle",
+             f"{data['p99_ratio']:g}×", "`python -m ops.bench.waits`")]
+
+
+def _fairness_rows(data: Report) -> list[Row]:
+    return [("save under another tenant's backfill / idle (p50)",
+             f"{data['ratio_p50']:g}×", "`python -m ops.bench.fairness`")]
+
+
+def readme_rows(results: Path, previous: str | None = None) -> list[Row]:
+    """README's figures: the headline of each report present, with its command; for a
+    report not in `results`, the rows `previous` (README as it is) showed from it."""
+    shown = _shown_rows(previous)
     rows = _eval_rows(results)
-    if (results / "bench.json").is_file():
-        rows += _bench_rows(_load(results / "bench.json"))
-    if (results / "hostile.json").is_file():
-        worst = _load(results / "hostile.json")["worst"]["total"]
-        rows.append(("worst hostile message: redaction + rules + keywords",
-                     f"{float(worst['cpu_ms']):g} ms CPU", "`python -m ops.bench.hostile`"))
-    if (results / "bench-waits.json").is_file():
-        waits = _load(results / "bench-waits.json")
-        rows.append((f"search p99 with {waits['waits']} waits pending / idle",
-                     f"{waits['p99_ratio']:g}×", "`python -m ops.bench.waits`"))
-    if (results / "fairness.json").is_file():
-        fair = _load(results / "fairness.json")
-        rows.append(("save under another tenant's backfill / idle (p50)",
-                     f"{fair['ratio_p50']:g}×", "`python -m ops.bench.fairness`"))
+    for command, name in _ROW_REPORTS.items():
+        make = {"bench.json": _bench_rows, "hostile.json": _hostile_rows,
+                "bench-waits.json": _waits_rows, "fairness.json": _fairness_rows}[name]
+        path = results / name
+        rows += make(_load(path)) if path.is_file() else shown.get(command, [])
     return rows
 
 
 def render_readme(text: str, results: Path) -> str:
-    """`text` (README) with its figures block rewritten from the reports."""
-    rows = readme_rows(results)
+    """`text` (README) with its figures block rewritten from the reports; the rows of a
+    report that is not in `results` stay as they were."""
+    rows = readme_rows(results, text)
     body = (_table(("figure", "value", "reproduce with"), rows) if rows
             else ["No report yet: the commands in docs/benchmarks.md save them."])
     block = "\n".join([README_BEGIN, *body, README_END]) + "\n"
@@ -477,7 +513,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 if the page differs from the reports")
     args = parser.parse_args(argv)
-    pages = {args.out: render_document(args.results)}
+    previous = args.out.read_text(encoding="utf-8") if args.out.is_file() else None
+    pages = {args.out: render_document(args.results, previous)}
     readme = args.readme or (README if args.out.resolve() == DEFAULT_OUT else None)
     if readme is not None:
         try:

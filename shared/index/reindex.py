@@ -47,6 +47,7 @@ from shared.platform.errors import (
     TransientError,
 )
 from shared.platform.logs import get_logger
+from shared.platform.script_share import cjk_share
 from shared.platform.settings import Settings
 from shared.records.models import JobStatus, Owner
 from shared.records.schemas import JobAccepted
@@ -276,8 +277,10 @@ def _copy(rx: Reindexing, step: ReindexStep, points: Sequence[StoredPoint]) -> t
         vectors.update({p.id: row.tolist() for p, row in zip(missing, fresh, strict=True)})
     target = rx.index.physical(step.target.collection)
     for owner, group in _by_owner(points).items():
+        # Points written before memories carried their language gain it here.
         target.upsert(owner, [
-            PointData(p.id, {**p.payload, "embedding_model": step.target.embedder},
+            PointData(p.id, {**p.payload, "embedding_model": step.target.embedder,
+                             "cjk_share": round(cjk_share(str(p.payload.get("content", ""))), 3)},
                       vectors[p.id], keyword_vector(str(p.payload.get("content", ""))))
             for p in group
         ])

@@ -105,15 +105,22 @@ class Candidates:
 # both are Chinese, added when one is Chinese and the other not), against two English
 # texts about the same. e5-small: where the best hit of a user with the evidence and of a
 # user without it part, on English (LoCoMo, our English MADial), Chinese (MADial zh) and
-# crossed sets (docs/decisions/0024-language-aware-cosines.md).
+# crossed sets (docs/decisions/0023-evidence-fusion-and-calibration.md).
 LANGUAGE_OFFSET = {"e5-small": (0.062, -0.018)}
+
+
+def chinese(share: np.ndarray | float) -> np.ndarray:
+    """How Chinese a text reads to the embedder, from its share of Chinese: a Chinese text
+    that names a person or a brand in Latin letters is still Chinese (share 0.7 and up
+    counts fully), an English one with a Chinese word still English (0.3 and below)."""
+    return np.asarray(np.clip((np.asarray(share, dtype=np.float64) - 0.3) / 0.4, 0.0, 1.0))
 
 
 def language_offset(query_cjk: float, memory_cjk: np.ndarray, embedder: str) -> np.ndarray:
     """Each candidate's cosine offset from the query's and the memory's share of Chinese
-    (a mixed text counts in proportion); 0 for a memory whose share is unknown."""
+    (`chinese`: a mixed text counts in between); 0 for a memory whose share is unknown."""
     both, across = LANGUAGE_OFFSET.get(embedder, (0.0, 0.0))
-    q, m = query_cjk, memory_cjk
+    q, m = chinese(query_cjk), chinese(memory_cjk)
     offset = both * q * m + across * (q * (1 - m) + (1 - q) * m)
     return np.asarray(np.nan_to_num(offset, nan=0.0))
 

@@ -234,3 +234,27 @@ def test_the_repositorys_readme_figures_are_the_reports(tmp_path: Path) -> None:
             "README's figures changed: run python -m ops.bench.docs")
     empty = render_readme(text, tmp_path / "none")
     assert figures(README_BLOCK.search(empty).group(0)) == []  # type: ignore[union-attr]
+
+
+def test_a_report_not_here_keeps_what_the_page_showed(tmp_path: Path) -> None:
+    """Reports are not in the repository: a checkout that reran one benchmark refreshes its
+    figures and keeps the others as the page and README showed them."""
+    results, page_path = tmp_path / "results", tmp_path / "benchmarks.md"
+    write_reports(results, 1.0)
+    page = render_document(results)
+    readme = render_readme(f"# x\n\n{README_BEGIN}\n{README_END}\n", results)
+    (results / "hostile.json").unlink()
+    (results / "fairness.json").unlink()
+    kept = dict(generated_blocks(render_document(results, page)))
+    before = dict(generated_blocks(page))
+    assert kept["bench-results/hostile.json"] == before["bench-results/hostile.json"]
+    assert kept["bench-results/fairness.json"] == before["bench-results/fairness.json"]
+    assert "No report yet" in dict(generated_blocks(render_document(results)))[
+        "bench-results/hostile.json"]
+    again = render_readme(readme, results)
+    assert "| 6.54 ms CPU | `python -m ops.bench.hostile` |" in again
+    assert "| 1.67× | `python -m ops.bench.fairness` |" in again
+    assert again == readme  # every other figure is the reports' own, unchanged
+    page_path.write_text(page, encoding="utf-8")
+    done = run_docs("--results", str(results), "--out", str(page_path), "--check")
+    assert done.returncode == 0, done.stderr

@@ -92,11 +92,12 @@ def test_the_chinese_share_of_a_text() -> None:
 
 def test_cosines_are_corrected_for_the_two_texts_languages() -> None:
     both, across = LANGUAGE_OFFSET["e5-small"]
-    memory = np.array([1.0, 0.0, 0.5, np.nan])  # Chinese, English, half, unknown
+    # Chinese, Chinese naming someone in Latin letters, English, half, unknown
+    memory = np.array([1.0, 0.8, 0.0, 0.5, np.nan])
     assert language_offset(1.0, memory, "e5-small").tolist() == pytest.approx(
-        [both, across, both / 2 + across / 2, 0.0])
+        [both, both, across, both / 2 + across / 2, 0.0])
     assert language_offset(0.0, memory, "e5-small").tolist() == pytest.approx(
-        [across, 0.0, across / 2, 0.0])
+        [across, across, 0.0, across / 2, 0.0])
     assert not language_offset(1.0, memory, "use").any()  # no offsets measured for it
 
 
