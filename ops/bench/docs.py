@@ -292,11 +292,15 @@ SECTIONS = (
         "`../shared/bench/README.md`. Recall@k is the share of a question's evidence among "
         "the top k results, hit@k whether any of it is there; the per-category figures are "
         "LoCoMo's question kinds. Latencies are client-side inside the eval process, which "
-        "also runs the stack.",
-        "`memoryd eval locomo --data ../shared/bench/locomo10.json --mode dense,keyword,hybrid` "
-        "and `memoryd eval madial --memory ../shared/bench/madial_zh/MADial-Bench-zh-memory.json "
-        "--dialogue ../shared/bench/madial_zh/MADial-Bench-zh-dialogue.json "
-        "--mode dense,keyword,hybrid` save them",
+        "also runs the stack. `madial-en` is our English translation of MADial zh "
+        "(`ops/bench/data/madial_en/`), `madial-cross` its English memories searched with the "
+        "Chinese dialogues. With `--calibration` each question is also asked of another user "
+        "of the set, who has none of its memories.",
+        "`memoryd eval locomo --data ../shared/bench/locomo10.json --mode dense,keyword,hybrid "
+        "--calibration` and `memoryd eval madial --memory "
+        "../shared/bench/madial_zh/MADial-Bench-zh-memory.json --dialogue "
+        "../shared/bench/madial_zh/MADial-Bench-zh-dialogue.json --mode dense,keyword,hybrid "
+        "--calibration` save them (the command above each table names its files)",
         _evals),
     Section(
         "Performance",
@@ -403,7 +407,7 @@ def _eval_rows(results: Path) -> list[tuple[str, str, str]]:
             rows.append((name, _figure(hybrid[0]["overall"]["metrics"][metric]),
                          f"`memoryd eval {data['dataset']}`"))
             cal = hybrid[0].get("calibration")
-            if cal:
+            if cal and data.get("name", data.get("dataset")) in ("locomo", "madial"):
                 rows.append((f"{name.split(' recall')[0]}: calibration (top hit relevant / "
                              "other user nothing relevant)",
                              f"{_figure(cal['top_hit_labelled_relevant'])} / "

@@ -208,9 +208,9 @@ def gather(
     filters (returned too, for the reads that follow)."""
     queries: list[VectorQuery] = []
     text = read_query(req.query)
-    # A multi-line query is a conversation excerpt: hybrid search weighs its current turn
-    # more, on both sides (docs/retrieval.md).
-    current = text.current if req.mode is SearchMode.HYBRID and text.is_excerpt else None
+    # A multi-line query is a conversation excerpt: every mode weighs its current turn
+    # more (docs/retrieval.md), so the modes read the same query and share a calibration.
+    current = text.current if text.is_excerpt else None
     if req.mode is not SearchMode.KEYWORD:
         # Cached per tenant: a shared hit would show in took_ms (shared/embeddings/cache.py).
         vector = rp.query_embedder.embed_query_for(owner.tenant_id, req.query)

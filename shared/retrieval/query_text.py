@@ -1,7 +1,7 @@
 """How a search query's text is read before it is embedded.
 
 A multi-line query is a conversation excerpt (`POST /v1/context` builds one: earlier user
-turns, then the current one); its last line is the current turn, which hybrid search
+turns, then the current one); its last line is the current turn, which search
 embeds once more on its own. Chat servers often pass transcript lines as they show them,
 `<Name>: "text"` or `Name: text`: the current turn is embedded without its speaker label
 and quotes (they are layout, and the speaker is known). The excerpt as a whole keeps its
