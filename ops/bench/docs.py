@@ -404,12 +404,14 @@ def _eval_rows(results: Path) -> list[tuple[str, str, str]]:
         name, metric = _HEADLINES.get(str(data.get("name") or data.get("dataset")), ("", ""))
         hybrid = [r for r in data.get("results", []) if r.get("mode") == "hybrid"]
         if name and hybrid and metric in hybrid[0]["overall"]["metrics"]:
-            rows.append((name, _figure(hybrid[0]["overall"]["metrics"][metric]),
-                         f"`memoryd eval {data['dataset']}`"))
+            named = data.get("name", data["dataset"])
+            command = f"memoryd eval {data['dataset']}" + (
+                f" --name {named}" if named != data["dataset"] else "")
+            rows.append((name, _figure(hybrid[0]["overall"]["metrics"][metric]), f"`{command}`"))
             cal = hybrid[0].get("calibration")
             if cal and data.get("name", data.get("dataset")) in ("locomo", "madial"):
-                rows.append((f"{name.split(' recall')[0]}: calibration (top hit relevant / "
-                             "other user nothing relevant)",
+                rows.append((f"{name.split(' recall')[0]} calibration: top hit relevant / "
+                             "other user none",
                              f"{_figure(cal['top_hit_labelled_relevant'])} / "
                              f"{_figure(cal['other_user_nothing_relevant'])}",
                              f"`memoryd eval {data['dataset']} --calibration`"))

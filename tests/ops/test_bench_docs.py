@@ -232,8 +232,13 @@ def test_the_repositorys_readme_figures_are_the_reports(tmp_path: Path) -> None:
     if (ROOT / "bench-results").is_dir():
         assert text == render_readme(text, ROOT / "bench-results"), (
             "README's figures changed: run python -m ops.bench.docs")
-    empty = render_readme(text, tmp_path / "none")
+    # Emptied, with no report at hand, the block gets no figure from anywhere else.
+    emptied = README_BLOCK.sub(f"{README_BEGIN}\n{README_END}\n", text)
+    empty = render_readme(emptied, tmp_path / "none")
     assert figures(README_BLOCK.search(empty).group(0)) == []  # type: ignore[union-attr]
+    # With no report at hand, every row stays as README shows it, or goes if a report owns it.
+    kept = render_readme(text, tmp_path / "none")
+    assert README_BLOCK.sub("", kept) == README_BLOCK.sub("", text)
 
 
 def test_a_report_not_here_keeps_what_the_page_showed(tmp_path: Path) -> None:
