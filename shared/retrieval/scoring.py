@@ -110,10 +110,10 @@ LANGUAGE_OFFSET = {"e5-small": (0.062, -0.018)}
 
 
 def chinese(share: np.ndarray | float) -> np.ndarray:
-    """How Chinese a text reads to the embedder, from its share of Chinese: a Chinese text
-    that names a person or a brand in Latin letters is still Chinese (share 0.7 and up
-    counts fully), an English one with a Chinese word still English (0.3 and below)."""
-    return np.asarray(np.clip((np.asarray(share, dtype=np.float64) - 0.3) / 0.4, 0.0, 1.0))
+    """How Chinese a text reads to the embedder, from its share of Chinese: a text with a
+    Chinese clause in it reads as Chinese (share 0.3 and up counts fully), an English one
+    with a Chinese word still English (0.1 and below)."""
+    return np.asarray(np.clip((np.asarray(share, dtype=np.float64) - 0.1) / 0.2, 0.0, 1.0))
 
 
 def language_offset(query_cjk: float, memory_cjk: np.ndarray, embedder: str) -> np.ndarray:

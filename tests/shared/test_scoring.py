@@ -92,8 +92,8 @@ def test_the_chinese_share_of_a_text() -> None:
 
 def test_cosines_are_corrected_for_the_two_texts_languages() -> None:
     both, across = LANGUAGE_OFFSET["e5-small"]
-    # Chinese, Chinese naming someone in Latin letters, English, half, unknown
-    memory = np.array([1.0, 0.8, 0.0, 0.5, np.nan])
+    # Chinese, half Chinese, English, one Chinese word in English, unknown
+    memory = np.array([1.0, 0.5, 0.0, 0.2, np.nan])
     assert language_offset(1.0, memory, "e5-small").tolist() == pytest.approx(
         [both, both, across, both / 2 + across / 2, 0.0])
     assert language_offset(0.0, memory, "e5-small").tolist() == pytest.approx(

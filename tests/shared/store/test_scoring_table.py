@@ -29,14 +29,16 @@ from shared.store.scoring_table import (
 def test_a_row_is_the_parsed_scoring_fields() -> None:
     threads = ThreadCodes()
     row = scoring_row({"occurred_at": "2024-04-01T14:00:00+02:00", "importance": 7,
-                       "access_count": 3, "thread_id": "t", "thread_seq": 4, "x": 1}, threads)
+                       "access_count": 3, "thread_id": "t", "thread_seq": 4, "x": 1,
+                       "cjk_share": 0.4}, threads)
     assert row == (datetime.fromisoformat("2024-04-01T12:00:00+00:00").timestamp(), 7.0, 3.0,
-                   float(threads.code("t")), 4.0)
-    assert scoring_row({"occurred_at": "2024-04-01T12:00:00Z"}, threads)[1:] == (
-        5.0, 0.0, -1.0, 0.0)  # defaults: importance 5, never accessed, in no thread
+                   float(threads.code("t")), 4.0, 0.4)
+    plain = scoring_row({"occurred_at": "2024-04-01T12:00:00Z"}, threads)
+    # Defaults: importance 5, never accessed, in no thread, language unknown.
+    assert plain[1:5] == (5.0, 0.0, -1.0, 0.0) and math.isnan(plain[5])
     # No time counts as new; a thread without a position is no thread.
     bare = scoring_row({"thread_id": "t", "importance": None, "access_count": None}, threads)
-    assert math.isinf(bare[OCCURRED]) and bare[1:] == (5.0, 0.0, -1.0, 0.0)
+    assert math.isinf(bare[OCCURRED]) and bare[1:5] == (5.0, 0.0, -1.0, 0.0)
 
 
 def test_a_table_grows_and_keeps_every_published_row() -> None:

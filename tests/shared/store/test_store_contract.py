@@ -122,7 +122,7 @@ def test_candidates_are_the_ranked_lists(store: Store) -> None:
     for (_, scores), hits in zip(found.lists, lists, strict=True):
         assert scores.tolist() == pytest.approx([p.score for p in hits])
     assert found.ids == list(dict.fromkeys(p.id for hits in lists for p in hits))
-    assert found.fields.shape == (len(found.ids), 5)
+    assert found.fields.shape == (len(found.ids), 6)
     assert store.search_candidates(ALICE, [], [], 5).ids == []
 
 
