@@ -140,6 +140,9 @@ def eval_(
         help="the set's name in the report and its file (default: the dataset)")] = None,
     calibration: Annotated[bool, typer.Option(
         help="also ask each question of another user: do scores mean relevant?")] = False,
+    long_turns: Annotated[int | None, typer.Option(
+        min=1, help="locomo: join each session's turns into memories of at least this many "
+                    "characters (long chat turns)")] = None,
 ) -> None:
     """Retrieval quality on a benchmark, through the real stack's write path and gateway.
 
@@ -162,7 +165,7 @@ def eval_(
             dialogue=dialogue, embedder=embedder, data_dir=data_dir,
             limit_conversations=limit_conversations, limit_questions=limit_questions,
             as_of=parse_as_of(as_of), calibration=calibration,
-            name=parse_name(name),
+            name=parse_name(name), long_turns=long_turns,
         )
         run_command(options, embedded_stack, out, console)
     except EvalError as exc:

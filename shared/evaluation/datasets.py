@@ -6,6 +6,7 @@ on its own. The protocol is followed to the letter so numbers compare with other
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -172,6 +173,52 @@ def load_locomo(
     conversations = [parse_conversation(s) for s in samples]
     known = {c.sample_id: c.dia_ids() for c in conversations}
     return conversations, locomo_questions(samples, known)
+
+
+LONG_TURN_SHAPE = (1.0, 0.5, 1.0, 2.5)
+
+
+def long_turns(
+    conversations: Sequence[Conversation], qset: QuestionSet, min_chars: int
+) -> tuple[list[Conversation], QuestionSet]:
+    """LoCoMo as long chat turns: each session's consecutive turns joined, one per line,
+    until a memory holds more than its length (a session's last may hold less). Lengths
+    cycle through `LONG_TURN_SHAPE` times `min_chars`, so that, as in real transcripts,
+    most turns run near the length and some far past it (past e5's 512-token window for
+    `min_chars` 1000). A question's evidence becomes the long turns that hold its turns.
+    LoCoMo's own turns are short."""
+    if min_chars < 1:
+        raise ValueError("min_chars must be at least 1")
+    merged: list[Conversation] = []
+    key_of: dict[tuple[str, str], str] = {}
+    shape = itertools.cycle(LONG_TURN_SHAPE)
+    length = min_chars * next(shape)
+    for conv in conversations:
+        sessions = []
+        for session in conv.sessions:
+            joined: list[Turn] = []
+            group: list[Turn] = []
+            for i, turn in enumerate(session.turns):
+                group.append(turn)
+                if (sum(len(t.content) + 1 for t in group) > length
+                        or i == len(session.turns) - 1):
+                    key = group[0].dia_id if len(group) == 1 else \
+                        f"{group[0].dia_id}-{group[-1].dia_id}"
+                    for t in group:
+                        key_of[(conv.sample_id, t.dia_id)] = key
+                    joined.append(Turn(key, "\n".join(t.content for t in group),
+                                       group[0].created_at))
+                    group = []
+                    length = min_chars * next(shape)
+            sessions.append(Session(session.number, tuple(joined)))
+        merged.append(Conversation(conv.sample_id, tuple(sessions)))
+    questions = [
+        Question(q.qid, q.user_id, q.query, q.category,
+                 tuple(dict.fromkeys(key_of[(q.user_id, r)] for r in q.relevant)))
+        for q in qset.questions
+    ]
+    return merged, QuestionSet(questions, qset.skipped_no_evidence, qset.unresolved_ids,
+                               qset.ignored_category)
 
 
 # ---- MADial-Bench ---------------------------------------------------------------------------

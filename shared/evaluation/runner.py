@@ -49,6 +49,7 @@ class EvalOptions:
     top_k: int = 10
     calibration: bool = False  # also ask each question of another user (`calibration_of`)
     name: str | None = None  # the set's name in reports (default: the dataset's)
+    long_turns: int | None = None  # LoCoMo: join turns into memories of this many characters
 
 
 def parse_as_of(value: str | None) -> datetime | None:
@@ -184,7 +185,11 @@ def _load_files(
         if options.data is None:
             raise EvalError("locomo needs --data <locomo10.json>")
         convs, qset = ds.load_locomo(options.data, options.limit_conversations)
-        return ds.locomo_corpus(convs, max_messages), qset, {"data": str(options.data)}
+        inputs = {"data": str(options.data)}
+        if options.long_turns is not None:
+            convs, qset = ds.long_turns(convs, qset, options.long_turns)
+            inputs["long_turns"] = str(options.long_turns)
+        return ds.locomo_corpus(convs, max_messages), qset, inputs
     if options.dataset == "madial":
         if options.memory is None or options.dialogue is None:
             raise EvalError("madial needs --memory <memory.json> and --dialogue <dialogue.json>")

@@ -33,6 +33,7 @@ from redis.exceptions import RedisError
 
 from shared.embeddings import Embedder, make_embedder
 from shared.embeddings.factory import canonical_spec
+from shared.embeddings.parts import embed_memories, split_parts
 from shared.index.generations import IndexRecord, IndexRouter, PhysicalIndex
 from shared.index.write_fence import WriteFence, parse_member
 from shared.jobs.job_store import JobStore
@@ -58,6 +59,8 @@ log = get_logger("memoryd.reindex")
 
 LOCK = "memoryd:reindex:lock"
 _LOCK_TTL_S = 3600
+# A point's single vector and its parts (None: a short memory, or a store without parts).
+_Vectors = tuple[list[float], list[list[float]] | None]
 # Replay rounds run with writes flowing until this few ids are left; the last round runs
 # with the fence closed, so it should be short.
 _CLOSE_AT = 64
@@ -265,23 +268,30 @@ def _copy(rx: Reindexing, step: ReindexStep, points: Sequence[StoredPoint]) -> t
     """Write `points` (from the source) to the target; returns (reused, embedded)."""
     if not points:
         return 0, 0
-    vectors: dict[str, list[float]] = {}
+    target = rx.index.physical(step.target.collection)
+    vectors: dict[str, _Vectors] = {}
     if step.source.embedder == step.target.embedder:
-        vectors = {p.id: p.dense for p in points if p.dense is not None}
+        vectors = {p.id: (p.dense, p.parts) for p in points if p.dense is not None}
     else:
         vectors = _from_donors(rx, step, points)
-    missing = [p for p in points if p.id not in vectors]
+    # A long memory from a store without parts is embedded again, in parts.
+    in_parts = rx.settings.long_memory_parts and target.supports_parts
+    missing = [p for p in points if p.id not in vectors
+               or (in_parts and vectors[p.id][1] is None
+                   and len(split_parts(str(p.payload.get("content", "")))) > 1)]
     if missing:
         model = _embedder(rx, step.target.embedder)
-        fresh = model.embed_documents([str(p.payload.get("content", "")) for p in missing])
-        vectors.update({p.id: row.tolist() for p, row in zip(missing, fresh, strict=True)})
-    target = rx.index.physical(step.target.collection)
+        fresh = embed_memories(model, [str(p.payload.get("content", "")) for p in missing],
+                               in_parts)
+        vectors.update({p.id: (v.dense.tolist(), v.parts_list())
+                        for p, v in zip(missing, fresh, strict=True)})
     for owner, group in _by_owner(points).items():
         # Points written before memories carried their language gain it here.
         target.upsert(owner, [
             PointData(p.id, {**p.payload, "embedding_model": step.target.embedder,
                              "cjk_share": round(cjk_share(str(p.payload.get("content", ""))), 3)},
-                      vectors[p.id], keyword_vector(str(p.payload.get("content", ""))))
+                      vectors[p.id][0], keyword_vector(str(p.payload.get("content", ""))),
+                      vectors[p.id][1])
             for p in group
         ])
     return len(points) - len(missing), len(missing)
@@ -289,9 +299,9 @@ def _copy(rx: Reindexing, step: ReindexStep, points: Sequence[StoredPoint]) -> t
 
 def _from_donors(
     rx: Reindexing, step: ReindexStep, points: Sequence[StoredPoint]
-) -> dict[str, list[float]]:
+) -> dict[str, _Vectors]:
     """Vectors of the target model already stored for the same id and the same text."""
-    found: dict[str, list[float]] = {}
+    found: dict[str, _Vectors] = {}
     for donor in step.donors:
         if donor.embedder != step.target.embedder or donor.dim != step.target.dim:
             continue
@@ -300,7 +310,7 @@ def _from_donors(
             hashes = {p.id: p.payload.get("content_hash") for p in group}
             for old in store.get(owner, list(hashes), with_vectors=True):
                 if old.dense is not None and old.payload.get("content_hash") == hashes[old.id]:
-                    found[old.id] = old.dense
+                    found[old.id] = (old.dense, old.parts)
     return found
 
 

@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-import numpy as np
-
+from shared.embeddings.parts import MemoryVector
 from shared.extraction.ask import ask_json
 from shared.extraction.forget_intent import has_forget_intent
 from shared.extraction.llm_prompt import extraction_messages
@@ -58,7 +57,7 @@ class Step:
     action: StepKind
     planned: Planned
     target: MemoryRecord | None = None
-    vector: np.ndarray | None = None
+    vector: MemoryVector | None = None
     verdict: Verdict | None = None
     conflicts_with: MemoryRecord | None = None
     report: dict[str, Any] = field(default_factory=dict)
@@ -135,10 +134,10 @@ class LLMExtraction:
                 steps.append(self._judged(cmd, p, vector_of[p.index]))
         return steps
 
-    def _judged(self, cmd: IngestCommand, p: Planned, vector: np.ndarray) -> Step:
+    def _judged(self, cmd: IngestCommand, p: Planned, vector: MemoryVector) -> Step:
         """An ADD whose nearest memory is in the conflict band gets the judge's verdict."""
         conds = [*range_conditions(cmd.scope, cmd.project), Match("state", "active")]
-        near = self.writer.store.search(cmd.owner, vector.tolist(), conds, limit=1)
+        near = self.writer.store.search(cmd.owner, vector.dense.tolist(), conds, limit=1)
         if not near:
             return Step(StepKind.ADD, p, vector=vector)
         nearest = MemoryRecord.from_payload(near[0].id, near[0].payload)
@@ -180,7 +179,7 @@ class LLMExtraction:
             assert step.vector is not None
             [result] = self.writer.write(owner, cmd.scope, cmd.project,
                                          [self._candidate(cmd, step, when)], job_id,
-                                         vectors=step.vector[None, :])
+                                         vectors=[step.vector])
             report.update(outcome=result.outcome.value, memory_id=result.memory.id,
                           content=result.memory.content)
             if result.duplicate_of:

@@ -34,7 +34,7 @@ from shared.retrieval.keywords import query_keyword_vector
 from shared.retrieval.query_text import read_query
 from shared.retrieval.rerank import HttpReranker
 from shared.retrieval.time_cues import TimeCues, read_time_cues
-from shared.store import DENSE, SPARSE, Store, VectorQuery
+from shared.store import DENSE, PARTS, SPARSE, RankedLists, Store, VectorQuery
 from shared.store.conditions import (
     AllOf,
     AnyOf,
@@ -45,6 +45,7 @@ from shared.store.conditions import (
     NoneOf,
     OneOf,
 )
+from shared.store.scoring_table import union_ids
 
 
 @dataclass(frozen=True)
@@ -219,6 +220,10 @@ def gather(
             vector = vector + rp.query_embedder.embed_query_for(owner.tenant_id, current)
             vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
         queries.append(VectorQuery(DENSE, vector.tolist()))
+        if rp.store.supports_parts:
+            # Long memories' passages (shared/embeddings/parts.py): a long memory's dense
+            # score is its best passage's, or its whole's where that is higher.
+            queries.append(VectorQuery(PARTS, vector.tolist()))
     keywords = (query_keyword_vector(req.query, current) if req.mode is not SearchMode.DENSE
                 else None)
     if keywords is not None:
@@ -228,10 +233,33 @@ def gather(
     depth = list_depth(rp.settings.search_depth, req.top_k)
     conditions = live_search_conditions(rp, owner, req)  # built once, used by every read
     lists = rp.store.search_candidates(owner, conditions, queries, depth)
+    if len(queries) > 1 and queries[1].using == PARTS:
+        lists = with_parts_merged(lists, depth)
     candidates = scoring.Candidates.of(
         lists, 0 if req.mode is not SearchMode.KEYWORD else None,
-        len(queries) - 1 if keywords is not None else None)
+        len(lists.lists) - 1 if keywords is not None else None)
     return candidates, conditions
+
+
+def with_parts_merged(lists: RankedLists, depth: int) -> RankedLists:
+    """The dense list (first) and the parts list (second) as one dense list: each memory
+    at its higher score, best first, `depth` long. Candidates only the dropped tail held
+    leave with it."""
+    (dense_ids, dense), (part_ids, parts) = lists.lists[0], lists.lists[1]
+    best: dict[str, float] = dict(zip(dense_ids, dense.tolist(), strict=True))
+    for point_id, score in zip(part_ids, parts.tolist(), strict=True):
+        if score > best.get(point_id, -np.inf):
+            best[point_id] = score
+    ranked = sorted(best.items(), key=lambda item: item[1], reverse=True)[:depth]
+    merged = ([point_id for point_id, _ in ranked],
+              np.fromiter((score for _, score in ranked), np.float64, len(ranked)))
+    rest = lists.lists[2:]
+    kept = union_ids([merged, *rest])
+    if len(kept) == len(lists.ids):
+        return RankedLists([merged, *rest], lists.ids, lists.fields, lists.threads)
+    row = {point_id: i for i, point_id in enumerate(lists.ids)}
+    rows = np.fromiter((row[point_id] for point_id in kept), np.int64, len(kept))
+    return RankedLists([merged, *rest], kept, lists.fields[rows], lists.threads)
 
 
 def _search(rp: ReadPath, owner: Owner, req: SearchRequest) -> SearchResponse:

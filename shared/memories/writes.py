@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from redis import Redis
 
+from shared.embeddings.parts import MemoryVector, embed_memories
 from shared.extraction.interaction import candidates_for
 from shared.extraction.redaction import redact
 from shared.index.generations import View
@@ -143,12 +144,14 @@ class MemoryWriter:
                 changes["tags"] = list(dict.fromkeys(changes["tags"]))
             after = before.model_copy(update={**changes, "updated_at": utcnow(), "job_id": job_id})
             after = MemoryRecord.model_validate(after.model_dump())
-            dense = point.dense
-            sparse = None
+            # An upsert replaces every vector of the point: unchanged text keeps its own.
+            dense, parts = point.dense, point.parts
             if after.content != before.content or dense is None:
-                dense = self.embed([after.content])[0].tolist()
+                [vector] = self.embed([after.content])
+                dense, parts = vector.dense.tolist(), vector.parts_list()
             sparse = keyword_vector(after.content)
-            self.writes.upsert(owner, [PointData(after.id, after.to_payload(), dense, sparse)])
+            self.writes.upsert(owner, [PointData(after.id, after.to_payload(), dense, sparse,
+                                                 parts)])
             self._audit(owner, after.id, AuditKind.UPDATE, before.content, after.content, job_id)
         return {"outcome": "updated", "memory": MemoryView.of(after).model_dump(mode="json")}
 
@@ -212,7 +215,7 @@ class MemoryWriter:
         owner: Owner,
         target_id: str,
         candidate: Candidate,
-        vector: np.ndarray,
+        vector: MemoryVector,
         job_id: str,
         actor: str | None = None,
     ) -> dict[str, Any]:
@@ -240,8 +243,9 @@ class MemoryWriter:
                 embedding_model=self.embedder.name, job_id=job_id, metadata=c.metadata,
                 supersedes=old.id,
             )
-            self.writes.upsert(owner, [PointData(record.id, record.to_payload(), vector.tolist(),
-                                                keyword_vector(record.content))])
+            self.writes.upsert(owner, [PointData(
+                record.id, record.to_payload(), vector.dense.tolist(),
+                keyword_vector(record.content), vector.parts_list())])
             self.writes.set_payload(owner, [old.id], old.payload_changes(superseded_by=record.id))
             self._audit(owner, record.id, AuditKind.UPDATE, old.content, record.content, job_id,
                         actor)
@@ -284,7 +288,7 @@ class MemoryWriter:
         project: str | None,
         candidates: Sequence[Candidate],
         job_id: str,
-        vectors: np.ndarray | None = None,
+        vectors: Sequence[MemoryVector] | None = None,
     ) -> list[WriteResult]:
         if not candidates:
             return []
@@ -333,7 +337,7 @@ class MemoryWriter:
         scope: Scope,
         project: str | None,
         c: Candidate,
-        vector: np.ndarray,
+        vector: MemoryVector,
         job_id: str,
         thread_seq: int | None,
         pending: _Pending,
@@ -362,7 +366,8 @@ class MemoryWriter:
                 return self._duplicate(owner, earlier, DuplicateKind.EXACT, job_id, pending)
         else:
             point_id = memory_id(owner.tenant_id, owner.user_id, scope.value, project, chash)
-            dup = self._find_duplicate(owner, scope, project, c.content, vector, pending)
+            dup = self._find_duplicate(owner, scope, project, c.content, vector.dense,
+                                       pending)
             if dup is not None:
                 record, kind = dup
                 if record.job_id == job_id:
@@ -463,11 +468,11 @@ class MemoryWriter:
 
     # ---- helpers --------------------------------------------------------------
 
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """Document vectors of `texts`: done before taking the user's lock, being the slow
-        part of a write."""
+    def embed(self, texts: list[str]) -> list[MemoryVector]:
+        """Vectors of `texts` (a long one's parts too): done before taking the user's lock,
+        being the slow part of a write."""
         failpoints.reach(failpoints.EMBED_DOCUMENTS)
-        return self.embedder.embed_documents(texts)
+        return embed_memories(self.embedder, texts, self.settings.long_memory_parts)
 
     def locked(self, owner: Owner) -> AbstractContextManager[None]:
         """The user's write lock: every read-decide-write of one user's memories holds it."""
@@ -498,12 +503,12 @@ class _Pending:
     records: dict[str, MemoryRecord] = field(default_factory=dict)
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
 
-    def add(self, record: MemoryRecord, vector: np.ndarray) -> None:
+    def add(self, record: MemoryRecord, vector: MemoryVector) -> None:
         self.points = [p for p in self.points if p.id != record.id]
-        self.points.append(PointData(record.id, record.to_payload(), vector.tolist(),
-                                     keyword_vector(record.content)))
+        self.points.append(PointData(record.id, record.to_payload(), vector.dense.tolist(),
+                                     keyword_vector(record.content), vector.parts_list()))
         self.records[record.id] = record
-        self.vectors[record.id] = vector
+        self.vectors[record.id] = vector.dense
 
     def with_hash(self, chash: str) -> MemoryRecord | None:
         return next((r for r in self.records.values() if r.content_hash == chash), None)

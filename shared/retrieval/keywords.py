@@ -19,6 +19,8 @@ from functools import lru_cache
 
 import snowballstemmer
 
+from shared.embeddings.parts import split_parts
+
 _WORD = re.compile(r"[0-9a-z]+(?:['’][a-z]+)?|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
 STOPWORDS = frozenset(
@@ -97,7 +99,10 @@ def token_id(token: str) -> int:
 
 
 # BM25's document side, computed at write time with a fixed average length (memories
-# are short and similar in length); Qdrant's IDF modifier supplies the other half.
+# are short and similar in length); Qdrant's IDF modifier supplies the other half. A long
+# memory's length is that of one of its passages (shared/embeddings/parts.py): it is
+# scored as the passage that holds the match would be, as its dense side is, not as a
+# text whose every word is diluted by all the others.
 BM25_K1 = 1.2
 BM25_B = 0.75
 BM25_AVG_LEN = 12.0
@@ -109,7 +114,8 @@ def keyword_vector(text: str) -> tuple[list[int], list[float]] | None:
     counts = Counter(token_id(t) for t in tokens)
     if not counts:
         return None
-    norm = BM25_K1 * (1 - BM25_B + BM25_B * len(tokens) / BM25_AVG_LEN)
+    length = len(tokens) / len(split_parts(text))
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * length / BM25_AVG_LEN)
     indices = sorted(counts)
     return indices, [counts[i] * (BM25_K1 + 1) / (counts[i] + norm) for i in indices]
 

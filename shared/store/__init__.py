@@ -5,6 +5,7 @@ from __future__ import annotations
 from shared.platform.settings import Settings
 from shared.store.base import (
     DENSE,
+    PARTS,
     SPARSE,
     PointData,
     Store,
@@ -34,7 +35,7 @@ def make_store(settings: Settings) -> Store:
 
 
 __all__ = [
-    "DENSE", "SCORING_FIELDS", "SPARSE", "PointData", "RankedLists", "Store", "StoredPoint",
-    "VectorQuery",
+    "DENSE", "PARTS", "SCORING_FIELDS", "SPARSE", "PointData", "RankedLists", "Store",
+    "StoredPoint", "VectorQuery",
     "make_store",
 ]

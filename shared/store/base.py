@@ -28,6 +28,10 @@ from shared.store.scoring_table import (
 
 DENSE = "dense"
 SPARSE = "keywords"
+# A long memory's passages, one vector each, scored by MaxSim (shared/embeddings/parts.py).
+# Short memories have none; a store created before parts existed has no such vector and
+# gains it at the next `memoryd reindex`.
+PARTS = "parts"
 
 KEYWORD_FIELDS = (
     "user_id", "scope", "project", "type", "category", "tags", "thread_id", "key",
@@ -59,11 +63,13 @@ class PointData:
     payload: dict[str, Any]
     dense: list[float] | None = None
     sparse: tuple[list[int], list[float]] | None = None
+    parts: list[list[float]] | None = None
 
 
 @dataclass(frozen=True)
 class VectorQuery:
-    """A query on one named vector: `DENSE` (a list) or `SPARSE` (indices, values)."""
+    """A query on one named vector: `DENSE` or `PARTS` (a list) or `SPARSE` (indices,
+    values)."""
 
     using: str
     vector: list[float] | tuple[list[int], list[float]]
@@ -75,6 +81,7 @@ class StoredPoint:
     payload: dict[str, Any]
     score: float = 0.0
     dense: list[float] | None = field(default=None, repr=False)
+    parts: list[list[float]] | None = field(default=None, repr=False)
 
 
 def owner_conditions(owner: Owner) -> tuple[Condition, ...]:
@@ -90,6 +97,11 @@ class Store(ABC):
 
     def __init__(self, collection: str) -> None:
         self.collection = collection
+
+    @property
+    def supports_parts(self) -> bool:
+        """Whether the collection holds long memories' `PARTS` (created with them)."""
+        return False
 
     # ---- public, owner-scoped -------------------------------------------------
 

@@ -20,6 +20,7 @@ from shared.store.base import (
     AUDIT_META_ID,
     DENSE,
     MEMORY_INDEXES,
+    PARTS,
     SPARSE,
     PointData,
     Store,
@@ -90,6 +91,8 @@ def _translate(cond: Condition) -> Any:
 def _vector(query: VectorQuery) -> Any:
     if isinstance(query.vector, tuple):
         return qm.SparseVector(indices=query.vector[0], values=query.vector[1])
+    if query.using == PARTS:
+        return [query.vector]  # one query vector against each memory's parts (MaxSim)
     return query.vector
 
 
@@ -121,6 +124,7 @@ class QdrantClientStore(Store):
             self._lock = None
             self._indexes = True
         self._shares_client = False
+        self._parts = False
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -150,6 +154,7 @@ class QdrantClientStore(Store):
         other._audit_collection = self._audit_collection
         other._client, other._lock, other._indexes = self._client, self._lock, self._indexes
         other._shares_client = True
+        other._parts = False  # learnt from the collection by ensure_schema
         return other
 
     def drop(self) -> None:
@@ -185,10 +190,19 @@ class QdrantClientStore(Store):
     def _create_if_missing(self, dim: int) -> None:
         if self._create_collection(
             self.collection,
-            vectors_config={DENSE: qm.VectorParams(size=dim, distance=qm.Distance.COSINE)},
+            vectors_config={
+                DENSE: qm.VectorParams(size=dim, distance=qm.Distance.COSINE),
+                PARTS: qm.VectorParams(
+                    size=dim, distance=qm.Distance.COSINE,
+                    multivector_config=qm.MultiVectorConfig(
+                        comparator=qm.MultiVectorComparator.MAX_SIM)),
+            },
             sparse_vectors_config={SPARSE: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
         ):
             self._create_indexes(self.collection, MEMORY_INDEXES)
+        vectors = self._call(
+            lambda: self._client.get_collection(self.collection)).config.params.vectors
+        self._parts = isinstance(vectors, dict) and PARTS in vectors
         if self._create_collection(
             self._audit_collection,
             vectors_config={_AUDIT_VECTOR: qm.VectorParams(size=1, distance=qm.Distance.DOT)},
@@ -251,6 +265,8 @@ class QdrantClientStore(Store):
             vector: dict[str, Any] = {}
             if p.dense is not None:
                 vector[DENSE] = p.dense
+            if p.parts and self._parts:
+                vector[PARTS] = p.parts
             if p.sparse is not None and p.sparse[0]:
                 vector[SPARSE] = qm.SparseVector(indices=p.sparse[0], values=p.sparse[1])
             converted.append(qm.PointStruct(id=p.id, vector=vector, payload=p.payload))
@@ -268,16 +284,26 @@ class QdrantClientStore(Store):
             )
         records, next_offset = self._call(lambda: self._client.scroll(
             self.collection, scroll_filter=_filter(cond), limit=limit, with_payload=True,
-            with_vectors=[DENSE] if with_vectors else False, order_by=order,
+            with_vectors=self._vector_names() if with_vectors else False, order_by=order,
         ))
         return [self._point(r) for r in records], (str(next_offset) if next_offset else None)
 
+    @property
+    def supports_parts(self) -> bool:
+        return self._parts
+
+    def _vector_names(self) -> list[str]:
+        return [DENSE, PARTS] if self._parts else [DENSE]
+
     @staticmethod
     def _point(record: Any, score: float = 0.0) -> StoredPoint:
-        dense = None
-        if isinstance(record.vector, dict) and DENSE in record.vector:
-            dense = list(record.vector[DENSE])
-        return StoredPoint(str(record.id), dict(record.payload or {}), score, dense)
+        dense = parts = None
+        if isinstance(record.vector, dict):
+            if DENSE in record.vector:
+                dense = list(record.vector[DENSE])
+            if record.vector.get(PARTS):
+                parts = [list(v) for v in record.vector[PARTS]]
+        return StoredPoint(str(record.id), dict(record.payload or {}), score, dense, parts)
 
     def _search_batch(
         self, cond: AllOf, queries: Sequence[VectorQuery], limit: int,
@@ -305,7 +331,7 @@ class QdrantClientStore(Store):
     ) -> tuple[list[StoredPoint], str | None]:
         records, next_offset = self._call(lambda: self._client.scroll(
             self.collection, offset=offset, limit=limit, with_payload=True,
-            with_vectors=[DENSE] if with_vectors else False,
+            with_vectors=self._vector_names() if with_vectors else False,
         ))
         return [self._point(r) for r in records], (str(next_offset) if next_offset else None)
 

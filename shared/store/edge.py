@@ -22,6 +22,7 @@ from shared.store.base import (
     AUDIT_META_ID,
     DENSE,
     MEMORY_INDEXES,
+    PARTS,
     SPARSE,
     PointData,
     Store,
@@ -95,7 +96,18 @@ def _translate(cond: Condition) -> Any:
 def _vector(query: VectorQuery) -> Any:
     if isinstance(query.vector, tuple):
         return qe.SparseVector(query.vector[0], query.vector[1])
+    if query.using == PARTS:
+        return [query.vector]  # one query vector against each memory's parts (MaxSim)
     return query.vector
+
+
+def _dense_params(dim: int) -> dict[str, qe.EdgeVectorParams]:
+    return {
+        DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine),
+        PARTS: qe.EdgeVectorParams(
+            size=dim, distance=qe.Distance.Cosine,
+            multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim)),
+    }
 
 
 def _filter(cond: AllOf) -> qe.Filter:
@@ -204,6 +216,7 @@ class EdgeStore(Store):
         self._compacting = threading.Lock()
         self._configs: dict[str, qe.EdgeConfig] = {}
         self._retired: list[tuple[qe.EdgeShard, Path]] = []
+        self._parts = False
 
     def sibling(self, collection: str) -> EdgeStore:
         return EdgeStore(self._root, collection, audit=False,
@@ -249,13 +262,15 @@ class EdgeStore(Store):
                 return
             sparse = {SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)}
             mem_config = qe.EdgeConfig(
-                vectors={DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)},
-                sparse_vectors=sparse, max_search_threads=self._search_threads,
+                vectors=_dense_params(dim), sparse_vectors=sparse,
+                max_search_threads=self._search_threads,
             )
+            path = self._root / self.collection
             self._mem = self._open(
-                self._root / self.collection, mem_config,
+                path, mem_config,
                 qe.EdgeConfig(sparse_vectors=sparse, max_search_threads=self._search_threads),
             )
+            self._parts = PARTS in self._config_of(path).vectors
             self._start_warming()
             if not self._with_audit:
                 self._ensure_indexes(((self._mem, MEMORY_INDEXES),))
@@ -338,7 +353,9 @@ class EdgeStore(Store):
             name: qe.EdgeVectorParams(
                 size=int(spec["size"]),
                 distance=qe.Distance.Dot if str(spec["distance"]).lower() == "dot"
-                else qe.Distance.Cosine)
+                else qe.Distance.Cosine,
+                multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim)
+                if spec.get("multivector_config") else None)
             for name, spec in (raw.get("vectors") or {}).items()
         }
         sparse = {name: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)
@@ -451,6 +468,8 @@ class EdgeStore(Store):
             vector: dict[str, Any] = {}
             if p.dense is not None:
                 vector[DENSE] = p.dense
+            if p.parts and self._parts:
+                vector[PARTS] = p.parts
             if p.sparse is not None and p.sparse[0]:
                 vector[SPARSE] = qe.SparseVector(p.sparse[0], p.sparse[1])
             converted.append(qe.Point(p.id, vector, p.payload))
@@ -470,16 +489,26 @@ class EdgeStore(Store):
             order = qe.OrderBy(order_by, direction=direction)
         records, next_offset = self._shard.scroll(qe.ScrollRequest(
             limit=limit, filter=_filter(cond), with_payload=True,
-            with_vector=[DENSE] if with_vectors else False, order_by=order,
+            with_vector=self._vector_names() if with_vectors else False, order_by=order,
         ))
         return [self._point(r) for r in records], (str(next_offset) if next_offset else None)
 
+    @property
+    def supports_parts(self) -> bool:
+        return self._parts
+
+    def _vector_names(self) -> list[str]:
+        return [DENSE, PARTS] if self._parts else [DENSE]
+
     @staticmethod
     def _point(record: Any, score: float = 0.0) -> StoredPoint:
-        dense = None
-        if isinstance(record.vector, dict) and DENSE in record.vector:
-            dense = list(record.vector[DENSE])
-        return StoredPoint(str(record.id), dict(record.payload or {}), score, dense)
+        dense = parts = None
+        if isinstance(record.vector, dict):
+            if DENSE in record.vector:
+                dense = list(record.vector[DENSE])
+            if record.vector.get(PARTS):
+                parts = [list(v) for v in record.vector[PARTS]]
+        return StoredPoint(str(record.id), dict(record.payload or {}), score, dense, parts)
 
     def _search_batch(
         self, cond: AllOf, queries: Sequence[VectorQuery], limit: int,
@@ -541,7 +570,7 @@ class EdgeStore(Store):
     ) -> tuple[list[StoredPoint], str | None]:
         records, next_offset = self._shard.scroll(qe.ScrollRequest(
             offset=offset, limit=limit, with_payload=True,
-            with_vector=[DENSE] if with_vectors else False,
+            with_vector=self._vector_names() if with_vectors else False,
         ))
         return [self._point(r) for r in records], (str(next_offset) if next_offset else None)
 

@@ -160,3 +160,22 @@ def test_missing_or_malformed_data_is_a_clear_cli_error(tmp_path: Path) -> None:
         assert result.exit_code == 1, result.output
         assert expected in " ".join(result.output.split())
         assert "Traceback" not in result.output
+
+
+def test_long_turns_join_a_sessions_turns_and_carry_the_evidence() -> None:
+    start = datetime(2023, 5, 8, tzinfo=UTC)
+    turns = tuple(ds.Turn(f"D1:{i}", f"Speaker: sentence number {i} " + "x" * 40, start)
+                  for i in range(1, 21))
+    conv = ds.Conversation("conv-x", (ds.Session(1, turns),))
+    qset = ds.QuestionSet([ds.Question("conv-x/q0", "conv-x", "?", "single-hop",
+                                       ("D1:2", "D1:3", "D1:19"))], 0, [], 0)
+    [merged], long_q = ds.long_turns([conv], qset, 200)
+    joined = merged.sessions[0].turns
+    assert "\n".join(t.content for t in joined) == "\n".join(t.content for t in turns)
+    lengths = [len(t.content) for t in joined]
+    # Lengths follow the shape: about the length, half of it, the length, 2.5 times it.
+    assert lengths[0] > 200 and lengths[1] > 100 and lengths[3] > 500
+    key_of = {t.dia_id: m.dia_id for m in joined for t in turns if t.content in m.content}
+    assert long_q.questions[0].relevant == tuple(dict.fromkeys(
+        key_of[i] for i in ("D1:2", "D1:3", "D1:19")))
+    assert all(k in {m.dia_id for m in joined} for k in long_q.questions[0].relevant)

@@ -12,7 +12,7 @@ import pytest
 
 from shared.platform.errors import EmbeddingModelMismatch
 from shared.records.models import AuditEvent, MemoryRecord, Owner, Scope
-from shared.store import DENSE, SPARSE, PointData, Store, VectorQuery
+from shared.store import DENSE, PARTS, SPARSE, PointData, Store, VectorQuery
 from shared.store.client import QdrantClientStore
 from shared.store.conditions import Between, Match
 from shared.store.edge import EdgeStore
@@ -245,3 +245,66 @@ def test_scan_counts_users_and_siblings(store: Store) -> None:
     assert store.get(BOB, [wide.id]) == [] and store.count_all() == 7
     other.drop()
     assert store.count_all() == 7
+
+
+def test_a_long_memory_is_found_by_its_best_part(store: Store) -> None:
+    assert store.supports_parts
+    whole, answer, other = vec(30), vec(31), vec(32)
+    long = point(ALICE, "a long memory", 30)
+    long.dense, long.parts = whole, [other, answer]
+    short = point(ALICE, "a short memory", 33)
+    bobs = point(BOB, "bob's long", 30)
+    bobs.parts = [answer]
+    store.upsert(ALICE, [long, short])
+    store.upsert(BOB, [bobs])
+    # Parts are read back with the vectors, and only for the point that has them.
+    got = {p.payload["content"]: p for p in store.get(ALICE, [long.id, short.id],
+                                                      with_vectors=True)}
+    assert np.allclose(got["a long memory"].parts or [], [other, answer], atol=1e-6)
+    assert got["a short memory"].parts is None
+    lists = store.search_candidates(ALICE, [], [VectorQuery(PARTS, answer)], 10)
+    [(ids, scores)] = lists.lists
+    assert ids == [long.id]  # one entry a memory, owner-scoped, short ones absent
+    assert scores[0] == pytest.approx(1.0, abs=1e-5)  # MaxSim of one query vector: its best
+    # A payload change keeps the parts; deleting the memory takes them with it.
+    store.set_payload(ALICE, [long.id], {"importance": 9})
+    assert store.get(ALICE, [long.id], with_vectors=True)[0].parts is not None
+    store.delete(ALICE, [long.id])
+    assert store.search_candidates(ALICE, [], [VectorQuery(PARTS, answer)], 10).lists == [
+        ([], pytest.approx(np.zeros(0)))]
+
+
+@pytest.mark.parametrize("kind", ["edge", "qdrant-client"])
+def test_a_store_created_without_parts_still_opens_and_writes(
+    kind: str, tmp_path: Path
+) -> None:
+    if kind == "edge":
+        import qdrant_edge as qe
+
+        path = tmp_path / "memories"
+        path.mkdir()
+        qe.EdgeShard.create(str(path), qe.EdgeConfig(
+            vectors={DENSE: qe.EdgeVectorParams(size=DIM, distance=qe.Distance.Cosine)},
+            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        )).close()
+    else:
+        from qdrant_client import QdrantClient
+        from qdrant_client import models as qm
+
+        client = QdrantClient(path=str(tmp_path))
+        client.create_collection(
+            "memories", vectors_config={DENSE: qm.VectorParams(size=DIM,
+                                                               distance=qm.Distance.COSINE)},
+            sparse_vectors_config={SPARSE: qm.SparseVectorParams(modifier=qm.Modifier.IDF)})
+        client.close()
+    store = open_store(kind, tmp_path)
+    try:
+        store.ensure_schema("test-model", DIM)
+        assert not store.supports_parts  # until `memoryd reindex` builds a new generation
+        long = point(ALICE, "a long memory", 40)
+        long.parts = [vec(41), vec(42)]
+        store.upsert(ALICE, [long])  # stored without its parts, not refused
+        [got] = store.get(ALICE, [long.id], with_vectors=True)
+        assert got.parts is None and got.dense is not None
+    finally:
+        store.close()
