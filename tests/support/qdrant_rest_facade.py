@@ -31,6 +31,7 @@ _ROUTES: list[tuple[str, str, str]] = [
     ("DELETE", r"/collections/(?P<c>[^/]+)", "drop"),
     ("POST", r"/collections/(?P<c>[^/]+)/facet", "facet"),
     ("GET", r"/collections/(?P<c>[^/]+)/exists", "exists"),
+    ("GET", r"/collections/(?P<c>[^/]+)", "info"),
     ("PUT", r"/collections/(?P<c>[^/]+)", "create"),
     ("PUT", r"/collections/(?P<c>[^/]+)/index", "index"),
     ("POST", r"/collections/(?P<c>[^/]+)/points", "retrieve"),
@@ -82,6 +83,8 @@ class QdrantRestFacade(ReopenableServer):
                                   limit=facet.limit or 10, exact=bool(facet.exact)))
         if op == "exists":
             return {"exists": db.collection_exists(c)}
+        if op == "info":
+            return _dump(db.get_collection(c))
         if op == "create":
             spec = qm.CreateCollection.model_validate(body)
             db.create_collection(c, vectors_config=spec.vectors,
