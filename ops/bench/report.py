@@ -21,6 +21,7 @@ GOALS: dict[str, tuple[str, float, str]] = {
     "search_p99_ms": ("<=", 40.0, "ms"),
     "ingest_memories_per_s": (">=", 100.0, "memories/s"),
     "ingest_default_threads_memories_per_s": (">=", 100.0, "memories/s"),
+    "long_turns_per_s": (">=", 15.0, "turns/s"),
 }
 GOAL_SEARCH_SIZE = 100_000
 
@@ -68,6 +69,8 @@ def goals_block(report: dict[str, Any]) -> dict[str, Any]:
     if "ingest_default_threads" in report:
         values["ingest_default_threads_memories_per_s"] = (
             report["ingest_default_threads"]["memories_per_s"])
+    if "parts" in report.get("long_ingest", {}):
+        values["long_turns_per_s"] = report["long_ingest"]["parts"]["turns_per_s"]
     for entry in report.get("search", {}).get("sizes", []):
         if entry["memories"] == GOAL_SEARCH_SIZE:
             for stat in ("p50_ms", "p99_ms"):
@@ -115,6 +118,14 @@ def table_rows(report: dict[str, Any]) -> list[Row]:
             g["memories_per_s"], "memories/s",
             goal_text("ingest_default_threads_memories_per_s", g["memories_per_s"]))
         row("  the same: first enqueue → last job done", g["seconds"], "s", contention(g))
+    for name, g in report.get("long_ingest", {}).items():
+        how = "in passages" if name == "parts" else "whole"
+        row(f"long turns ({g['message_chars_mean']:,.0f} chars mean, "
+            f"{g['share_over_2000_chars']:.0%} over 2,000), embedded {how}: "
+            f"1 worker, {g['worker_concurrency']} threads", g["turns_per_s"], "turns/s",
+            goal_text("long_turns_per_s", g["turns_per_s"]) if name == "parts" else "")
+        row(f"  the model alone on the same turns ({how}), 1 per call",
+            g["embedder_alone_per_s"], "turns/s", contention(g))
     search = report.get("search")
     if search:
         bound = search["embedder_bound"]

@@ -1,7 +1,7 @@
 """Benchmark memoryd on this machine: enqueue latency, raw ingest throughput, search latency.
 
     python -m ops.bench [--embedder e5-small|use] [--sizes 10000,100000]
-                        [--phases enqueue,ingest,search] [--out bench-results/bench.json]
+                        [--phases enqueue,ingest,long,search] [--out bench-results/bench.json]
                         [--e5-engine native|prebuilt]
     python -m ops.bench --phases extract [--extract-latency-ms 300] [--extract-workers 1,2,4]
                         [--extract-mode processes|threads] [--extract-embedder hosted-fake]
@@ -40,6 +40,7 @@ from ops.bench.common import (
 )
 from ops.bench.extract import run_extract_phase
 from ops.bench.fill import load_locomo
+from ops.bench.long_turns import run_long_phase
 from ops.bench.report import (
     goals_block,
     machine_info,
@@ -52,7 +53,7 @@ from ops.bench.writes import run_write_phases
 from ops.stack import ROOT, log
 
 PROG = "python -m ops.bench"  # how the report names the command that made it
-PHASES = ("enqueue", "ingest", "search")
+PHASES = ("enqueue", "ingest", "long", "search")
 # Not in the default run (it starts one stack per worker count): ask for it by name.
 EXTRA_PHASES = ("extract",)
 DEFAULT_OUT = ROOT / "bench-results" / "bench.json"
@@ -79,6 +80,8 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     parser.add_argument("--enqueue-n", type=int, default=1000)
     parser.add_argument("--ingest-n", type=int, default=600)
     parser.add_argument("--ingest-users", type=int, default=20)
+    parser.add_argument("--long-n", type=int, default=120,
+                        help="long phase: long chat turns ingested per setting")
     parser.add_argument("--search-n", type=int, default=300, help="one-client searches per size")
     parser.add_argument("--concurrent-n", type=int, default=800,
                         help="searches per size across the concurrent clients")
@@ -136,7 +139,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         parser.error("--empty-n must be 0 or more")
     for name in ("per_user", "enqueue_n", "ingest_n", "ingest_users", "search_n",
                  "concurrent_n", "clients", "probe_n", "extract_latency_ms", "extract_jobs",
-                 "extract_enqueue_n", "extract_raw_n"):
+                 "extract_enqueue_n", "extract_raw_n", "long_n"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     return Options(
@@ -150,6 +153,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         extract_workers=extract_workers, extract_enqueue_n=args.extract_enqueue_n,
         extract_raw_n=args.extract_raw_n, extract_mode=args.extract_mode,
         extract_embedder=args.extract_embedder, e5_engine=args.e5_engine,
+        long_n=args.long_n,
     )
 
 
@@ -196,6 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with work_dir(opts) as workdir:
             if "enqueue" in opts.phases or "ingest" in opts.phases:
                 report.update(run_write_phases(opts, locomo, workdir))
+            if "long" in opts.phases:
+                report["long_ingest"] = run_long_phase(opts, locomo, workdir)
             if "extract" in opts.phases:
                 report["extract"] = run_extract_phase(opts, workdir)
             if "search" in opts.phases:
