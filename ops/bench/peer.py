@@ -36,6 +36,8 @@ from ops.bench.fill import NOISE_SIGMA, YEAR_S, Locomo, user_name
 from ops.bench.search import TOP_K, WARMUP_REQUESTS, question_slices
 from ops.bench.writes import short_messages
 from ops.stack import log, tied
+from shared.embeddings import make_embedder
+from shared.platform.settings import Settings
 
 PEERS = ("mem0",)
 WORKER = Path(__file__).with_name("peer_worker.py")
@@ -190,7 +192,8 @@ def run_peer_size(opts: Options, peer: PeerOptions, locomo: Locomo, workdir: Pat
     users = size // opts.per_user
     turns = locomo.turns[:opts.pool_limit] if opts.pool_limit else locomo.turns
     rng = np.random.default_rng(SEED + size)  # as search.run_search_phase seeds bulk_fill
-    dim = 384  # e5-small's, whose draws user_contents replays
+    # The width of memoryd's pool vectors, whose noise user_contents draws to stay in step.
+    dim = make_embedder(opts.embedder, Settings(embedder=opts.embedder)).dim
     fill_users = []
     for u in range(users):
         contents, picks = user_contents(turns, opts.per_user, dim, rng)
@@ -255,7 +258,10 @@ def run_peer(opts: Options, locomo: Locomo, workdir: Path, probed: dict[str, Any
                    "if mem0 calls it (it never did)",
             "telemetry": "MEM0_TELEMETRY=False",
             "add": "infer=False",
-            "search": f"Memory.search(query, filters={{'user_id': ...}}, top_k={TOP_K})",
+            "search": f"Memory.search(query, filters={{'user_id': ...}}, top_k={TOP_K}); "
+                      "semantic only: its BM25 needs fastembed (mem0ai[extras]), which "
+                      "downloads its model at run time, and its lemmas and entity boosts "
+                      "need spaCy (mem0ai[nlp]), neither in the offline install",
             "fill": "the pool's MiniLM embeddings from mem0's embed_batch, plus memoryd's "
                     "noise, normalised; payloads as Memory.add(infer=False) writes them; "
                     "inserted through mem0's vector_store.insert in batches (no history "
@@ -354,6 +360,7 @@ def peer_notes(report: dict[str, Any]) -> list[str]:
                      f"({fill['points_per_s']:,.0f} points/s, {pool}); "
                      f"other processes took {entry['concurrent']['cpu']['other_cores']:.2f} "
                      "cores during the concurrent run.")
+    notes.append(f"Search: {peer['setup']['search']}.")
     notes.append(f"Fill: {peer['setup']['fill']}.")
     return notes
 

@@ -69,7 +69,7 @@ def _report() -> dict[str, Any]:
         "peer": {
             "name": "mem0", "python": "/venv/bin/python",
             "versions": {"mem0ai": "2.2.1"},
-            "setup": {"fill": "fixture fill"},
+            "setup": {"fill": "fixture fill", "search": "fixture search"},
             "add": {"requests": 20, "latency": lat(30.0, 50.0), "cpu": cpu},
             "sizes": [
                 {"memories": 1000, "users": 1,
