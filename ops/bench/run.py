@@ -3,6 +3,7 @@
     python -m ops.bench [--embedder e5-small|use] [--sizes 10000,100000]
                         [--phases enqueue,ingest,long,search] [--out bench-results/bench.json]
                         [--e5-engine native|prebuilt]
+    python -m ops.bench [--peer mem0 --peer-python PATH]   (mem0 beside it: ops/bench/peer.py)
     python -m ops.bench --phases extract [--extract-latency-ms 300] [--extract-workers 1,2,4]
                         [--extract-mode processes|threads] [--extract-embedder hosted-fake]
                         [--locomo ../shared/bench/locomo10.json]
@@ -41,6 +42,7 @@ from ops.bench.common import (
 from ops.bench.extract import run_extract_phase
 from ops.bench.fill import load_locomo
 from ops.bench.long_turns import run_long_phase
+from ops.bench.peer import add_peer_arguments, peer_options, probe_peer, render_peer, run_peer
 from ops.bench.report import (
     goals_block,
     machine_info,
@@ -113,6 +115,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
                         help="extract phase: enqueues timed idle and saturated")
     parser.add_argument("--extract-raw-n", type=int, default=10,
                         help="extract phase: raw ingests timed idle and saturated")
+    add_peer_arguments(parser)
     args = parser.parse_args(argv)
     phases = [p.strip() for p in args.phases.split(",") if p.strip()]
     unknown = sorted(set(phases) - set(PHASES) - set(EXTRA_PHASES))
@@ -154,6 +157,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         extract_raw_n=args.extract_raw_n, extract_mode=args.extract_mode,
         extract_embedder=args.extract_embedder, e5_engine=args.e5_engine,
         long_n=args.long_n,
+        peer=peer_options(parser, args),
     )
 
 
@@ -198,6 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         with work_dir(opts) as workdir:
+            # Asked first, so a peer that is not installed is said at once, not at the end.
+            probed = probe_peer(opts.peer, workdir) if opts.peer else None
             if "enqueue" in opts.phases or "ingest" in opts.phases:
                 report.update(run_write_phases(opts, locomo, workdir))
             if "long" in opts.phases:
@@ -215,6 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                "(Redis is a separate process, not included)",
                     "source": "/proc/<pid>/status VmHWM",
                 }
+            if probed is not None:
+                report["peer"] = run_peer(opts, locomo, workdir, probed, report)
     except BaseException as exc:
         report["error"] = f"{type(exc).__name__}: {exc}"
         write_report(opts.out, report)
@@ -224,6 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     report["goals"] = goals_block(report)
     write_report(opts.out, report)
     print(render(report))
+    if "peer" in report:
+        print("\n" + render_peer(report))
     print(f"\nreport: {opts.out}")
     return 0
 
