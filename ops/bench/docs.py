@@ -312,8 +312,10 @@ SECTIONS = (
         "LoCoMo's question kinds. Latencies are client-side inside the eval process, which "
         "also runs the stack. `madial-en` is our English translation of MADial zh "
         "(`ops/bench/data/madial_en/`), `madial-cross` its English memories searched with the "
-        "Chinese dialogues. With `--calibration` each question is also asked of another user "
-        "of the set, who has none of its memories.",
+        "Chinese dialogues. `locomo-long` is LoCoMo with each session's turns joined into "
+        "long chat turns (`--long-turns 1000`: about 1,000 characters, a tenth over 2,000), "
+        "where long memories are searched by their passages. With `--calibration` each "
+        "question is also asked of another user of the set, who has none of its memories.",
         "`memoryd eval locomo --data ../shared/bench/locomo10.json --mode dense,keyword,hybrid "
         "--calibration` and `memoryd eval madial --memory "
         "../shared/bench/madial_zh/MADial-Bench-zh-memory.json --dialogue "
@@ -428,7 +430,8 @@ README_BLOCK = re.compile(re.escape(README_BEGIN) + r"\n.*?" + re.escape(README_
 _HEADLINES = {"locomo": ("LoCoMo recall@10, hybrid", "recall@10"),
               "madial": ("MADial zh recall@5, hybrid", "recall@5"),
               "madial-en": ("MADial en (our translation) recall@5, hybrid", "recall@5"),
-              "madial-cross": ("MADial zh dialogues, en memories: recall@5, hybrid", "recall@5")}
+              "madial-cross": ("MADial zh dialogues, en memories: recall@5, hybrid", "recall@5"),
+              "locomo-long": ("LoCoMo as long turns recall@10, hybrid", "recall@10")}
 
 
 def _eval_rows(results: Path) -> list[tuple[str, str, str]]:
@@ -442,7 +445,9 @@ def _eval_rows(results: Path) -> list[tuple[str, str, str]]:
         hybrid = [r for r in data.get("results", []) if r.get("mode") == "hybrid"]
         if name and hybrid and metric in hybrid[0]["overall"]["metrics"]:
             named = data.get("name", data["dataset"])
+            long_turns = (data.get("inputs") or {}).get("long_turns")
             command = f"memoryd eval {data['dataset']}" + (
+                f" --long-turns {long_turns}" if long_turns else "") + (
                 f" --name {named}" if named != data["dataset"] else "")
             rows.append((name, _figure(hybrid[0]["overall"]["metrics"][metric]), f"`{command}`"))
             cal = hybrid[0].get("calibration")

@@ -31,7 +31,8 @@ from shared.evaluation.report import (
 from shared.platform.settings import Settings
 from shared.records.schemas import SearchMode
 
-STACK_SETTINGS = ("embedder", "query_cache_size", "worker_concurrency", "max_messages")
+STACK_SETTINGS = ("embedder", "query_cache_size", "worker_concurrency", "max_messages",
+                  "long_memory_parts")
 
 
 @dataclass(frozen=True)
