@@ -313,8 +313,8 @@ SECTIONS = (
         "also runs the stack. `madial-en` is our English translation of MADial zh "
         "(`ops/bench/data/madial_en/`), `madial-cross` its English memories searched with the "
         "Chinese dialogues. `locomo-long` is LoCoMo with each session's turns joined into "
-        "long chat turns (`--long-turns 1000`: about 1,000 characters, a tenth over 2,000), "
-        "where long memories are searched by their passages. With `--calibration` each "
+        "long chat turns (`--long-turns`), where long memories are searched by their "
+        "passages (docs/decisions/0024-long-memories-as-passages.md). With `--calibration` each "
         "question is also asked of another user of the set, who has none of its memories.",
         "`memoryd eval locomo --data ../shared/bench/locomo10.json --mode dense,keyword,hybrid "
         "--calibration` and `memoryd eval madial --memory "
