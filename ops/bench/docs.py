@@ -4,15 +4,16 @@
                              [--readme README.md] [--check]
 
 Every figure on that page comes from a report in `--results`: `bench.json` (`python -m
-ops.bench`), `hostile.json`, `bench-waits.json`, `fairness.json`, `proxy.json`,
-`freshness.json` (`python -m ops.bench.hostile`, `.waits`, `.fairness`, `.proxy`,
-`.freshness`) and the newest `eval-<dataset>-*.json` of each dataset (`memoryd eval`). Each
-report gets its section: the table, the command that reproduces it (rebuilt from what the
-report recorded) and the machine line the report holds. The prose around them is the
-template below and carries no figure, so nothing on the page is typed by hand; a report not
-there yet gets a line saying how to make it. README's table of current figures (between its
-`figures` markers) is written from the same reports. `--check` writes nothing and exits 1
-when a page differs from what the reports give.
+ops.bench`), `bench-1m.json` (`python -m ops.bench.scale`), `hostile.json`,
+`bench-waits.json`, `fairness.json`, `proxy.json`, `freshness.json` (`python -m
+ops.bench.hostile`, `.waits`, `.fairness`, `.proxy`, `.freshness`) and the newest
+`eval-<dataset>-*.json` of each dataset (`memoryd eval`). Each report gets its section: the
+table, the command that reproduces it (rebuilt from what the report recorded) and the
+machine line the report holds. The prose around them is the template below and carries no
+figure, so nothing on the page is typed by hand; a report not there yet gets a line saying
+how to make it. README's table of current figures (between its `figures` markers) is written
+from the same reports. `--check` writes nothing and exits 1 when a page differs from what
+the reports give.
 """
 
 from __future__ import annotations
@@ -311,6 +312,17 @@ SECTIONS = (
         "took while it was measured (how far to trust it on a shared machine).",
         "`python -m ops.bench` saves it",
         _one("bench.json", bench_block)),
+    Section(
+        "A million memories, embedded",
+        "`python -m ops.bench.scale` is the search phase of `python -m ops.bench` on one "
+        "embedded store of a thousand users with a thousand memories each, and beside them "
+        "a user with ten and one with ten thousand, bulk-filled before the stack starts. "
+        "Beyond the search figures: from `memoryd up` to the first answered search, the "
+        "searches asked again once their query embeddings are cached (what the store and "
+        "scoring take without the model), the stack's peak and steady memory and the data "
+        "dir's size.",
+        "`python -m ops.bench.scale` saves it",
+        _one("bench-1m.json", bench_block)),
     Section(
         "Hostile text",
         "The least CPU time of each per-text pass on one message of the maximum size, for the "
