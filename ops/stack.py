@@ -70,11 +70,13 @@ def log_tail(path: Path, lines: int = 30) -> str:
 
 
 def proc_memory(pid: int) -> dict[str, float]:
-    """VmHWM (peak resident set) and VmRSS of a live process, in MiB."""
+    """VmHWM (peak resident set) and VmRSS of a live process, in MiB; and of VmRSS, RssAnon
+    (the process's own memory) and RssFile (pages of mapped files, such as a store's: the
+    kernel can take them back)."""
     values: dict[str, float] = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         key, _, rest = line.partition(":")
-        if key in ("VmHWM", "VmRSS"):
+        if key in ("VmHWM", "VmRSS", "RssAnon", "RssFile"):
             values[f"{key.lower()}_mib"] = round(int(rest.split()[0]) / 1024, 1)
     return values
 

@@ -107,11 +107,22 @@ class Options:
     # The long-turn ingest phase (ops/bench/long_turns.py): long turns per setting.
     long_n: int = 120
     peer: PeerOptions | None = None
+    # The search phase at scale: users filled beside the regular ones (their memories each,
+    # searched `extra_user_n` times apiece), a kept data dir searched again instead of a new
+    # fill, and the searches re-asked once their query embeddings are cached (the store and
+    # scoring without the model).
+    extra_users: tuple[int, ...] = ()
+    extra_user_n: int = 100
+    reuse_data: Path | None = None
+    cached_n: int = 300
+    # Settings the stacks get beyond the defaults (raw MEMORYD_* variables), for A/B runs.
+    extra_stack_env: tuple[tuple[str, str], ...] = ()
 
     @property
     def stack_env(self) -> dict[str, str]:
         """Settings the bench's stacks get beyond their defaults."""
-        return {} if self.e5_engine == "native" else {"MEMORYD_E5_ENGINE": self.e5_engine}
+        env = {} if self.e5_engine == "native" else {"MEMORYD_E5_ENGINE": self.e5_engine}
+        return {**env, **dict(self.extra_stack_env)}
 
 
 def add_filled_store_options(parser: argparse.ArgumentParser) -> None:

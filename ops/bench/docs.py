@@ -4,7 +4,8 @@
                              [--readme README.md] [--check]
 
 Every figure on that page comes from a report in `--results`: `bench.json` (`python -m
-ops.bench`; its `peer` part, from `--peer`, has a section of its own), `hostile.json`,
+ops.bench`; its `peer` part, from `--peer`, has a section of its own), `bench-1m.json`
+(`python -m ops.bench.scale`), `hostile.json`,
 `bench-waits.json`, `fairness.json`, `proxy.json`, `freshness.json` (`python -m
 ops.bench.hostile`, `.waits`, `.fairness`, `.proxy`, `.freshness`) and the newest
 `eval-<dataset>-*.json` of each dataset (`memoryd eval`). Each report gets its section: the
@@ -350,6 +351,17 @@ SECTIONS = (
         "`python -m ops.bench --peer mem0 --peer-python PEER_VENV/bin/python` saves it, in "
         "`bench.json`, beside memoryd's figures",
         _peer_blocks),
+    Section(
+        "A million memories, embedded",
+        "`python -m ops.bench.scale` is the search phase of `python -m ops.bench` on one "
+        "embedded store of a thousand users with a thousand memories each, and beside them "
+        "a user with ten and one with ten thousand, bulk-filled before the stack starts. "
+        "Beyond the search figures: from `memoryd up` to the first answered search, the "
+        "searches asked again once their query embeddings are cached (what the store and "
+        "scoring take without the model), the stack's peak and steady memory and the data "
+        "dir's size.",
+        "`python -m ops.bench.scale` saves it",
+        _one("bench-1m.json", bench_block)),
     Section(
         "Hostile text",
         "The least CPU time of each per-text pass on one message of the maximum size, for the "

@@ -34,6 +34,9 @@ Vectors = npt.NDArray[np.float32]
 TENANT = "default"  # the tenant the embedded stack's generated API key maps to
 POOL_BATCH = 64
 UPSERT_BATCH = 500
+# Points between the fill's flushes: the shard's write-ahead log keeps every update until a
+# flush, so a million points unflushed held ~3 GB of log on disk and mapped in the bench.
+FLUSH_EVERY = 50_000
 NOISE_SIGMA = 0.02
 FILL_EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 YEAR_S = 365 * 24 * 3600
@@ -124,12 +127,18 @@ def user_name(index: int) -> str:
     return f"bench-user-{index:04d}"
 
 
+def extra_user_name(memories: int) -> str:
+    """The user filled beside the regular ones with `memories` memories of their own."""
+    return f"bench-user-x{memories}"
+
+
 @dataclass(frozen=True)
 class FillStats:
     users: int
     per_user: int
     points: int
     seconds: float
+    extra_users: tuple[int, ...] = ()  # memories of each user filled beside the regular ones
 
     @property
     def points_per_s(self) -> float:
@@ -173,9 +182,11 @@ def user_points(
 
 def bulk_fill(
     settings: Settings, embedding_model: str, pool: Pool, users: int, per_user: int, seed: int,
-    progress: Callable[[str], None] = print,
+    progress: Callable[[str], None] = print, extra_users: Sequence[int] = (),
 ) -> FillStats:
-    """Write `users` x `per_user` memories into the data dir's shard; the shard is closed after.
+    """Write `users` x `per_user` memories into the data dir's shard, then one user of each
+    count in `extra_users` (`extra_user_name`); the shard is closed after. The regular users'
+    points do not depend on `extra_users`.
 
     The Edge shard locks its files, so this must run while no stack has the data dir open.
     """
@@ -184,6 +195,7 @@ def bulk_fill(
     rng = np.random.default_rng(seed)
     started = time.perf_counter()
     store = EdgeStore(settings.edge_path, settings.collection)
+    unflushed = 0
     try:
         store.ensure_schema(embedding_model, int(pool.vectors.shape[1]))
         for index in range(users):
@@ -192,9 +204,40 @@ def bulk_fill(
             points = user_points(user_id, pool, per_user, embedding_model, rng)
             for start in range(0, len(points), UPSERT_BATCH):
                 store.upsert(owner, points[start:start + UPSERT_BATCH])
+            unflushed += len(points)
+            if unflushed >= FLUSH_EVERY:
+                store.flush()
+                unflushed = 0
             if users >= 20 and (index + 1) % max(users // 5, 1) == 0:
                 rate = (index + 1) * per_user / (time.perf_counter() - started)
                 progress(f"  filled {index + 1}/{users} users ({rate:.0f} points/s)")
+        for count in extra_users:
+            user_id = extra_user_name(count)
+            owner = Owner(tenant_id=TENANT, user_id=user_id)
+            points = user_points(user_id, pool, count, embedding_model, rng)
+            for start in range(0, len(points), UPSERT_BATCH):
+                store.upsert(owner, points[start:start + UPSERT_BATCH])
     finally:
         store.close()  # flushes, and frees the shard lock for the stack
-    return FillStats(users, per_user, users * per_user, time.perf_counter() - started)
+    return FillStats(users, per_user, users * per_user + sum(extra_users),
+                     time.perf_counter() - started, tuple(extra_users))
+
+
+FILL_RECORD = "bench-fill.json"  # in the data dir: what the fill wrote, for --reuse-data
+
+
+def write_fill_record(data_dir: Path, stats: FillStats, seed: int, embedder: str) -> None:
+    record = {"users": stats.users, "per_user": stats.per_user, "points": stats.points,
+              "seconds": round(stats.seconds, 2), "points_per_s": round(stats.points_per_s, 0),
+              "extra_users": list(stats.extra_users), "seed": seed, "embedder": embedder}
+    (data_dir / FILL_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+
+
+def read_fill_record(data_dir: Path) -> dict[str, Any]:
+    """What an earlier fill of `data_dir` wrote; FileNotFoundError when it was not a bench fill."""
+    path = data_dir / FILL_RECORD
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: --reuse-data takes the search-<size> data "
+                                "dir of a run with --keep-data")
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data

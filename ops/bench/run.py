@@ -116,6 +116,20 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     parser.add_argument("--extract-raw-n", type=int, default=10,
                         help="extract phase: raw ingests timed idle and saturated")
     add_peer_arguments(parser)
+    parser.add_argument("--extra-users", default="",
+                        help="search: users filled beside the regular ones, their memories "
+                             "each, comma-separated (e.g. 10,10000); each is searched alone")
+    parser.add_argument("--extra-user-n", type=int, default=100,
+                        help="search: one-client searches for each --extra-users user")
+    parser.add_argument("--cached-n", type=int, default=300,
+                        help="search: one-client searches re-asked with their query embedding "
+                             "cached (0: skip)")
+    parser.add_argument("--reuse-data", type=Path, default=None,
+                        help="search: the search-<size> data dir a run with --keep-data left; "
+                             "searched again instead of a new fill (one --sizes, matching it)")
+    parser.add_argument("--stack-env", action="append", default=[], metavar="MEMORYD_X=VALUE",
+                        help="a setting for the stacks beyond the defaults (repeatable), e.g. "
+                             "MEMORYD_EDGE_FIELD_CACHE_POINTS=0; the report records it")
     args = parser.parse_args(argv)
     phases = [p.strip() for p in args.phases.split(",") if p.strip()]
     unknown = sorted(set(phases) - set(PHASES) - set(EXTRA_PHASES))
@@ -140,6 +154,19 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         parser.error("--sizes is empty")
     if args.empty_n < 0:
         parser.error("--empty-n must be 0 or more")
+    try:
+        extra_users = tuple(int(n) for n in args.extra_users.split(",") if n.strip())
+    except ValueError:
+        parser.error("--extra-users takes integers, e.g. 10,10000")
+    if extra_users and min(extra_users) < 1:
+        parser.error("--extra-users: each user needs at least 1 memory")
+    if args.cached_n < 0 or args.extra_user_n < 1:
+        parser.error("--cached-n must be 0 or more, --extra-user-n at least 1")
+    if args.reuse_data is not None and (len(sizes) != 1 or not args.reuse_data.is_dir()):
+        parser.error("--reuse-data takes an existing data dir and exactly one --sizes")
+    stack_env = tuple(tuple(item.split("=", 1)) for item in args.stack_env)
+    if any(len(pair) != 2 or not pair[0].startswith("MEMORYD_") for pair in stack_env):
+        parser.error("--stack-env takes MEMORYD_NAME=VALUE")
     for name in ("per_user", "enqueue_n", "ingest_n", "ingest_users", "search_n",
                  "concurrent_n", "clients", "probe_n", "extract_latency_ms", "extract_jobs",
                  "extract_enqueue_n", "extract_raw_n", "long_n"):
@@ -158,6 +185,9 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         extract_embedder=args.extract_embedder, e5_engine=args.e5_engine,
         long_n=args.long_n,
         peer=peer_options(parser, args),
+        extra_users=extra_users, extra_user_n=args.extra_user_n, reuse_data=args.reuse_data,
+        cached_n=args.cached_n,
+        extra_stack_env=tuple((pair[0], pair[1]) for pair in stack_env),
     )
 
 
@@ -186,6 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "embedder": opts.embedder,
             "e5_engine": opts.e5_engine,
+            "stack_env": opts.stack_env,
             "machine": machine_info(),
             "loadavg_at_start": list(os.getloadavg()),
             "packages": package_versions(),

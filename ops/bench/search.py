@@ -7,6 +7,7 @@ LoCoMo questions, so no query is ever answered from the gateway's query cache.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import threading
@@ -19,7 +20,19 @@ from typing import Any
 import numpy as np
 
 from ops.bench.common import SEED, Options, latency_summary
-from ops.bench.fill import NOISE_SIGMA, TENANT, Locomo, Pool, bulk_fill, embed_pool, user_name
+from ops.bench.fill import (
+    NOISE_SIGMA,
+    TENANT,
+    FillStats,
+    Locomo,
+    Pool,
+    bulk_fill,
+    embed_pool,
+    extra_user_name,
+    read_fill_record,
+    user_name,
+    write_fill_record,
+)
 from ops.bench.http import RawClient, raw_client
 from ops.stack import CpuMeter, Stack, log
 from shared.embeddings import Embedder, make_embedder
@@ -192,6 +205,66 @@ def question_slices(
     return slices
 
 
+def disk_usage_mib(path: Path) -> float:
+    """Space the files under `path` take on disk (allocated blocks, as `du` counts them)."""
+    total = 0
+    for entry in path.rglob("*"):
+        with contextlib.suppress(OSError):
+            if entry.is_file() and not entry.is_symlink():
+                total += entry.stat().st_blocks * 512
+    return round(total / 2**20, 1)
+
+
+def fill_or_reuse(
+    opts: Options, size: int, data_dir: Path, embedder_name: str, pool: Pool,
+) -> dict[str, Any]:
+    """The store for one size: bulk-filled into `data_dir`, or the kept one `--reuse-data`
+    names (its fill record must match this run's layout). The report's fill block."""
+    users = size // opts.per_user
+    seed = SEED + size
+    if opts.reuse_data is not None:
+        record = read_fill_record(data_dir)
+        wanted = {"users": users, "per_user": opts.per_user,
+                  "extra_users": list(opts.extra_users), "seed": seed, "embedder": embedder_name}
+        if {k: record.get(k) for k in wanted} != wanted:
+            raise ValueError(f"--reuse-data {data_dir} was filled as {record}, this run needs "
+                             f"{wanted}")
+        log(f"search at {size} memories: reusing the store in {data_dir} (filled in "
+            f"{record['seconds']} s)")
+        return {**record, "reused_from": str(data_dir)}
+    log(f"search at {size} memories: bulk-filling {users} users x {opts.per_user}"
+        + (f", and users of {', '.join(map(str, opts.extra_users))}" if opts.extra_users
+           else ""))
+    fill: FillStats = bulk_fill(
+        Settings(data_dir=data_dir, embedder=opts.embedder), embedder_name, pool, users,
+        opts.per_user, seed, progress=log, extra_users=opts.extra_users,
+    )
+    write_fill_record(data_dir, fill, seed, embedder_name)
+    log(f"  filled {fill.points} points in {fill.seconds:.1f} s "
+        f"({fill.points_per_s:.0f} points/s); starting the stack")
+    return {"points": fill.points, "seconds": round(fill.seconds, 2),
+            "points_per_s": round(fill.points_per_s, 0), "extra_users": list(fill.extra_users)}
+
+
+def first_answer(client: RawClient, user_id: str, started: float) -> dict[str, Any]:
+    """Searches until one is answered with results: seconds from `started` (the stack's
+    launch) to that answer, and the first search's own latency."""
+    body = search_body(user_id, "what did we talk about at the start of the year?")
+    sent = time.perf_counter()
+    first_s: float | None = None
+    while True:
+        status, answer = client.post("/v1/search", body)
+        now = time.perf_counter()
+        first_s = now - sent if first_s is None else first_s
+        if status == 200 and json.loads(answer)["results"]:
+            return {"seconds_to_first_answer": round(now - started, 2),
+                    "first_search_ms": round(first_s * 1000, 1)}
+        if now - started > 600:
+            raise RuntimeError(f"no search answered with results in 600 s: {status} "
+                               f"{answer[:200]!r}")
+        time.sleep(0.2)
+
+
 def run_search_phase(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, Any]:
     settings = Settings(embedder=opts.embedder, embed_batch_size=64)
     embedder = make_embedder(opts.embedder, settings)
@@ -205,27 +278,32 @@ def run_search_phase(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, 
     probe = embedder_probe(embedder, locomo.questions, opts.probe_n)
 
     per_size = opts.search_n + opts.concurrent_n
-    slices = question_slices(locomo.questions, len(opts.sizes), per_size, opts.empty_n)
+    extra_n = opts.extra_user_n * len(opts.extra_users)
+    slices = question_slices(locomo.questions, len(opts.sizes), per_size,
+                             opts.empty_n + extra_n)
     results: list[dict[str, Any]] = []
     for index, size in enumerate(opts.sizes):
         users = size // opts.per_user
-        data_dir = workdir / f"search-{size}"
-        log(f"search at {size} memories: bulk-filling {users} users x {opts.per_user}")
-        fill = bulk_fill(
-            Settings(data_dir=data_dir, embedder=opts.embedder), embedder.name, pool, users,
-            opts.per_user, SEED + size, progress=log,
-        )
-        log(f"  filled {fill.points} points in {fill.seconds:.1f} s "
-            f"({fill.points_per_s:.0f} points/s); starting the stack")
+        data_dir = opts.reuse_data or workdir / f"search-{size}"
+        fill = fill_or_reuse(opts, size, data_dir, embedder.name, pool)
+        disk_before = disk_usage_mib(data_dir)
         rng = np.random.default_rng(SEED + 7 * size)
         queries, spare = slices[index][:per_size], slices[index][per_size:]
+        spare, extra_questions = spare[:opts.empty_n], spare[opts.empty_n:]
         targets = [user_name(int(u)) for u in rng.integers(0, users, len(queries))]
         jobs = list(zip(targets, queries, strict=True))
         # Users past the filled ones have no memories: the same requests, minus candidates.
         empty_jobs = [(user_name(users + i % opts.clients), q) for i, q in enumerate(spare)]
         one_jobs, many_jobs = jobs[:opts.search_n], jobs[opts.search_n:]
+        launched = time.perf_counter()
         with Stack(f"search-{size}", data_dir, workdir, opts.embedder,
                    extra_env=opts.stack_env) as stack:
+            ready: dict[str, Any] = {"seconds_to_readyz": round(time.perf_counter() - launched, 2)}
+            with raw_client(stack) as client:
+                ready.update(first_answer(client, user_name(0), launched))
+            ready["memory_at_first_answer"] = stack.memory()
+            log(f"  ready: /readyz after {ready['seconds_to_readyz']} s, first answer after "
+                f"{ready['seconds_to_first_answer']} s")
             with raw_client(stack) as client:
                 # The first queries load the query model in the gateway: never timed.
                 warm = [(user_name(i % users), f"warm-up query {i} about weekend plans")
@@ -242,6 +320,28 @@ def run_search_phase(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, 
                 log(f"  one client: {len(one_jobs)} searches")
                 with stack.cpu_meter() as one_cpu:
                     one = run_searches(client, one_jobs)
+                cached: dict[str, Any] | None = None
+                if opts.cached_n:
+                    # The same requests again: each query's embedding is in the gateway's
+                    # query cache now, so took_ms is the store and the scoring alone.
+                    log(f"  one client, query embeddings cached: {opts.cached_n} searches")
+                    with stack.cpu_meter() as cached_cpu:
+                        cached_run = run_searches(client, one_jobs[:opts.cached_n])
+                    cached = {**cached_run.summary(), "cpu": cached_cpu.result}
+                    cached.pop("throughput_req_per_s")
+                extra_runs = []
+                for k, count in enumerate(opts.extra_users):
+                    asked = extra_questions[k * opts.extra_user_n:(k + 1) * opts.extra_user_n]
+                    log(f"  one client, the user with {count} memories: {len(asked)} searches")
+                    extra_jobs = [(extra_user_name(count), q) for q in asked]
+                    extra_summary = run_searches(client, extra_jobs).summary()
+                    extra_summary.pop("throughput_req_per_s")
+                    # Asked again: the embeddings cached, the store and scoring alone.
+                    extra_cached = run_searches(client, extra_jobs).summary()
+                    extra_cached.pop("throughput_req_per_s")
+                    extra_runs.append({"memories": count, "user_id": extra_user_name(count),
+                                       "one_client": extra_summary,
+                                       "one_client_cached_query": extra_cached})
             log(f"  {opts.clients} clients: {len(many_jobs)} searches")
             with stack.cpu_meter() as many_cpu:
                 many = run_concurrent(stack, many_jobs, opts.clients)
@@ -259,7 +359,9 @@ def run_search_phase(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, 
             # compared with is measured right after it, with the stack idle beside it.
             log(f"  embedder probe beside the run: {opts.probe_n} + {opts.probe_n} queries")
             beside = embedder_probe(embedder, locomo.questions, opts.probe_n)
-        shutil.rmtree(data_dir, ignore_errors=True)  # 100k points take a lot of disk
+        disk_after = disk_usage_mib(data_dir)
+        if not (opts.keep_data or opts.reuse_data):
+            shutil.rmtree(data_dir, ignore_errors=True)  # 100k points take a lot of disk
         concurrent = many.summary()
         concurrent["clients"] = opts.clients
         concurrent["embedder_bound_beside"] = beside
@@ -283,11 +385,17 @@ def run_search_phase(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, 
             "fill": {
                 "method": "bulk: EdgeStore.upsert of MemoryRecord points in the bench process, "
                           "before the stack started (not through the HTTP API)",
-                "points": fill.points,
-                "seconds": round(fill.seconds, 2),
-                "points_per_s": round(fill.points_per_s, 0),
+                **fill,
             },
             "one_client": one_summary,
+            # The same searches re-asked: the query embedding from the gateway's cache.
+            "one_client_cached_query": cached,
+            "extra_users": extra_runs,
+            # From the stack's launch (`memoryd up` on the filled store) to /readyz and to the
+            # first search answered with results.
+            "ready": ready,
+            "disk_mib": {"data_dir_before_stack": disk_before, "data_dir_after": disk_after,
+                         "source": "allocated blocks of every file under the data dir"},
             "concurrent": concurrent,
             # The same clients and requests for users with no memories: what a search costs
             # the stack before any candidate (HTTP, auth, validation, the query embedding,
