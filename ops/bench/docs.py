@@ -210,7 +210,7 @@ def eval_block(data: Report) -> list[str]:
     """`memoryd eval`: every mode's overall figures, then per category where there are any."""
     argv = ["memoryd", "eval", str(data["dataset"])]
     for name, path in data["inputs"].items():
-        argv += [f"--{name}", str(path)]
+        argv += [f"--{name.replace('_', '-')}", str(path)]
     argv += ["--mode", ",".join(data["modes"]), "--embedder", str(data["embedder"])]
     if data.get("name", data["dataset"]) != data["dataset"]:
         argv += ["--name", str(data["name"])]
