@@ -84,6 +84,17 @@ class StoredPoint:
     parts: list[list[float]] | None = field(default=None, repr=False)
 
 
+def stored_point(record: Any, score: float = 0.0) -> StoredPoint:
+    """A point as either Qdrant binding returns it (id, payload, named vectors)."""
+    dense = parts = None
+    if isinstance(record.vector, dict):
+        if DENSE in record.vector:
+            dense = list(record.vector[DENSE])
+        if record.vector.get(PARTS):
+            parts = [list(v) for v in record.vector[PARTS]]
+    return StoredPoint(str(record.id), dict(record.payload or {}), score, dense, parts)
+
+
 def owner_conditions(owner: Owner) -> tuple[Condition, ...]:
     return (Match("tenant_id", owner.tenant_id), Match("user_id", owner.user_id))
 

@@ -28,6 +28,7 @@ from shared.store.base import (
     VectorQuery,
     audit_payload,
     audit_point_id,
+    stored_point,
 )
 from shared.store.conditions import (
     AllOf,
@@ -297,13 +298,7 @@ class QdrantClientStore(Store):
 
     @staticmethod
     def _point(record: Any, score: float = 0.0) -> StoredPoint:
-        dense = parts = None
-        if isinstance(record.vector, dict):
-            if DENSE in record.vector:
-                dense = list(record.vector[DENSE])
-            if record.vector.get(PARTS):
-                parts = [list(v) for v in record.vector[PARTS]]
-        return StoredPoint(str(record.id), dict(record.payload or {}), score, dense, parts)
+        return stored_point(record, score)
 
     def _search_batch(
         self, cond: AllOf, queries: Sequence[VectorQuery], limit: int,

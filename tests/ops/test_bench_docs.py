@@ -158,8 +158,8 @@ def test_only_the_reports_put_figures_on_the_page(tmp_path: Path) -> None:
     blocks = generated_blocks(empty)
     assert [source for source, _ in blocks] == [
         "bench-results/eval-<dataset>-<time>.json", "bench-results/bench.json",
-        "bench-results/bench.json#peer", "bench-results/hostile.json",
-        "bench-results/bench-1m.json", "bench-results/hostile.json",
+        "bench-results/bench.json#peer", "bench-results/bench-1m.json",
+        "bench-results/hostile.json",
         "bench-results/bench-waits.json", "bench-results/freshness.json",
         "bench-results/fairness.json", "bench-results/proxy.json"]
     for _, body in blocks:

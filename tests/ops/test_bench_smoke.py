@@ -36,7 +36,7 @@ def test_bench_runs_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
         "--embedder", "e5-small", "--sizes", "200", "--per-user", "100",
         "--enqueue-n", "20", "--ingest-n", "20", "--search-n", "20", "--concurrent-n", "24",
         "--empty-n", "12", "--clients", "4", "--probe-n", "20", "--pool-limit", "150",
-        "--locomo", str(LOCOMO), "--out", str(out),
+        "--long-n", "3", "--locomo", str(LOCOMO), "--out", str(out),
         "--cache-dir", str(tmp_path / "cache"), "--work-dir", str(tmp_path / "work"),
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
@@ -92,7 +92,16 @@ def test_bench_runs_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
 
     _positive(report, "gateway_rss.vmhwm_mib")
     assert report["gateway_rss"]["after_search_at"] == 200
+    # Long turns: in passages and whole, every job written, each turn past a passage.
+    for setting in ("parts", "whole"):
+        long = report["long_ingest"][setting]
+        assert long["interactions"] == long["memories_written"] == 3, long
+        assert long["message_chars_mean"] > 500 and long["turns_per_s"] > 0
+    assert report["long_ingest"]["parts"]["passages_mean"] > 1
+    assert report["long_ingest"]["whole"]["passages_mean"] == 1
+    assert "long turns (" in proc.stdout
     assert set(report["goals"]) == {"enqueue_p50_ms", "ingest_memories_per_s",
-                                    "ingest_default_threads_memories_per_s"}
+                                    "ingest_default_threads_memories_per_s",
+                                    "long_turns_per_s"}
     # The temporary data dirs are removed; the stacks (and their Redis) were stopped.
     assert not any((tmp_path / "work").iterdir())
