@@ -20,8 +20,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from shared.embeddings.base import Embedder, FloatArray, l2_normalize
 
 # A part is a few sentences: short enough that one topic dominates its vector, long
@@ -31,8 +29,12 @@ PART_TOKENS = 96
 LONG_TOKENS = 160
 # Passages are cut after a sentence end (either script) or a line break.
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；…])\s+|(?<=[。！？；…])|\n+")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
-_WORD = re.compile(r"[^\s\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
+# Scripts a subword vocabulary cuts about a character a token: kana, CJK ideographs, hangul.
+_CHARACTER_SCRIPTS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_CJK = re.compile(f"[{_CHARACTER_SCRIPTS}]")
+_WORD = re.compile(f"[^\\s{_CHARACTER_SCRIPTS}]+")
+# A unit a long sentence is cut between: one such character, or a word of other scripts.
+_UNIT = re.compile(f"[{_CHARACTER_SCRIPTS}]|[^\\s{_CHARACTER_SCRIPTS}]+")
 WORD_TOKENS = 1.3
 
 
@@ -87,10 +89,6 @@ def _pieces(text: str) -> list[tuple[int, int]]:
     return out
 
 
-_UNIT = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]"
-                   r"|[^\s\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
-
-
 def _cut(text: str, begin: int, end: int) -> list[tuple[int, int]]:
     """Spans of words (and single CJK characters) within [begin, end), each at most a
     part long."""
@@ -140,9 +138,3 @@ def embed_memories(
             out.append(MemoryVector(l2_normalize(block.mean(axis=0)), block))
     return out
 
-
-def pooled(vectors: Sequence[MemoryVector], dim: int) -> FloatArray:
-    """The memories' single vectors as one (n, dim) matrix."""
-    if not vectors:
-        return np.zeros((0, dim), dtype=np.float32)
-    return np.stack([v.dense for v in vectors]).astype(np.float32)

@@ -114,6 +114,10 @@ class Store(ABC):
         """Whether the collection holds long memories' `PARTS` (created with them)."""
         return False
 
+    def _vector_names(self) -> list[str]:
+        """The named vectors a read `with_vectors` returns."""
+        return [DENSE, PARTS] if self.supports_parts else [DENSE]
+
     # ---- public, owner-scoped -------------------------------------------------
 
     def upsert(self, owner: Owner, points: Sequence[PointData]) -> None:

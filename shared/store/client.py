@@ -293,9 +293,6 @@ class QdrantClientStore(Store):
     def supports_parts(self) -> bool:
         return self._parts
 
-    def _vector_names(self) -> list[str]:
-        return [DENSE, PARTS] if self._parts else [DENSE]
-
     @staticmethod
     def _point(record: Any, score: float = 0.0) -> StoredPoint:
         return stored_point(record, score)
