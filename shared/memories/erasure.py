@@ -18,6 +18,8 @@ At 0 the forget task compacts before it returns. Otherwise a periodic task
 seconds and compacts when a forget happened since the last compaction: a text stays on
 disk at most the bound plus the compaction's own run (and its wait in the queue).
 `memoryd erase` compacts at once, through the same task.
+A point the store cannot read (a payload its engine cannot decode) never stops a
+compaction: it is left out of the copy and reported (`unreadable`, `erasure_points_skipped`).
 Logs never carry memory text (task logs name ids, codes and counts).
 
 Redis keys: `memoryd:erasure:forgets` (forgets so far), `memoryd:erasure:compacted`
@@ -115,9 +117,26 @@ def _compact(er: Erasure) -> dict[str, Any]:
     )
     report = {"compacted": True, "forgets": forgets, "store": store, "redis": redis_report,
               "seconds": round(time.monotonic() - started, 3)}
+    skipped = unreadable_points(store)
+    if skipped:
+        report["unreadable"] = skipped
+        log.warning("erasure_points_skipped", count=len(skipped), point_ids=skipped[:20])
     log.info("erasure_compacted", forgets=forgets, seconds=report["seconds"],
-             redis=redis_report)
+             redis=redis_report, unreadable=len(skipped))
     return report
+
+
+def unreadable_points(report: Any) -> list[str]:
+    """The ids of points a store compaction left out because it could not read them
+    (`EdgeStore.compact`'s `unreadable`, under any nesting of generation and shard)."""
+    found: list[str] = []
+    if isinstance(report, dict):
+        for name, value in report.items():
+            if name == "unreadable" and isinstance(value, dict):
+                found += [str(i) for ids in value.values() for i in ids]
+            else:
+                found += unreadable_points(value)
+    return found
 
 
 def request(client: redis.Redis, celery: Celery) -> int:

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import qdrant_edge as qe
@@ -296,12 +296,15 @@ class EdgeStore(Store):
         file holds 32 MB of updates). A rebuilt shard holds only what is live now: after
         the swap no file under the shard's directory contains a deleted point or an erased
         payload. Writes wait meanwhile (reads go on); cost: one copy of the shard.
+        A point whose payload cannot be read is left out and reported (`unreadable`,
+        ids per shard) instead of stopping the compaction (`_copy_page`).
         """
         with self._lock:
             shards = [(self._root / self.collection, "_mem")]
             if self._with_audit:
                 shards.append((self._root / f"{self.collection}_audit", "_audit"))
         copied: dict[str, Any] = {}
+        unreadable: dict[str, list[str]] = {}
         started = time.monotonic()
         with self._compacting:
             with self._writes.alone():
@@ -309,13 +312,48 @@ class EdgeStore(Store):
                     old = getattr(self, attr)
                     if old is None:
                         continue
-                    copied[path.name] = self._rebuild(old, path, attr)
+                    skipped: list[str] = []
+                    copied[path.name] = self._rebuild(old, path, attr, skipped)
+                    if skipped:
+                        unreadable[path.name] = skipped
             # Writes go on now; reads that began on a replaced shard end before it closes.
             time.sleep(RETIRE_AFTER_S if copied else 0.0)
             self._close_retired()
-        return {"points": copied, "seconds": round(time.monotonic() - started, 3)}
+        report: dict[str, Any] = {"points": copied,
+                                  "seconds": round(time.monotonic() - started, 3)}
+        if unreadable:
+            report["unreadable"] = unreadable
+        return report
 
-    def _rebuild(self, old: qe.EdgeShard, path: Path, attr: str) -> int:
+    @staticmethod
+    def _copy_page(old: qe.EdgeShard, offset: Any, shard: str,
+                   unreadable: list[str]) -> tuple[list[Any], Any]:
+        """One page of points to copy, whole. A point whose payload the engine cannot
+        decode (JSON nested past its recursion limit, written before metadata was bounded)
+        cannot be copied: it is left out, its id added to `unreadable` and logged, and the
+        rest of the page is copied, so one such point never stops an erasure. Its bytes
+        leave the disk with the old shard; every read of it already failed."""
+        try:
+            return cast(tuple[list[Any], Any], old.scroll(qe.ScrollRequest(
+                offset=offset, limit=_COPY_PAGE, with_payload=True, with_vector=True)))
+        except Exception:  # the binding raises plain Exceptions; find the point(s)
+            pass
+        bare, next_offset = old.scroll(qe.ScrollRequest(
+            offset=offset, limit=_COPY_PAGE, with_payload=False, with_vector=True))
+        records: list[Any] = []
+        for record in bare:
+            try:
+                [whole] = old.retrieve([record.id], True, False)
+            except Exception as exc:  # noqa: BLE001  (no payload text in the log)
+                unreadable.append(str(record.id))
+                log.warning("edge_point_unreadable", shard=shard, point_id=str(record.id),
+                            error=type(exc).__name__)
+                continue
+            records.append(qe.Point(record.id, record.vector or {}, whole.payload))
+        return records, next_offset
+
+    def _rebuild(self, old: qe.EdgeShard, path: Path, attr: str,
+                 unreadable: list[str]) -> int:
         building = path.with_name(path.name + _BUILDING)
         shutil.rmtree(building, ignore_errors=True)
         building.mkdir(parents=True)
@@ -328,8 +366,7 @@ class EdgeStore(Store):
             self._ensure_indexes(((new, indexes),))
             offset: Any = None
             while True:
-                records, offset = old.scroll(qe.ScrollRequest(
-                    offset=offset, limit=_COPY_PAGE, with_payload=True, with_vector=True))
+                records, offset = self._copy_page(old, offset, path.name, unreadable)
                 if records:
                     new.update(qe.UpdateOperation.upsert_points(
                         [qe.Point(r.id, r.vector or {}, r.payload) for r in records]))

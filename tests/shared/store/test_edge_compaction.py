@@ -93,3 +93,33 @@ def test_compaction_leaves_no_deleted_byte_and_keeps_the_live_points(tmp_path: P
         again.close()
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == [
         "memories", "memories_audit"]
+
+
+def nested(depth: int) -> dict[str, object]:
+    """A JSON object `depth` levels deep: past the engine's decoder limit (128)."""
+    inner: dict[str, object] = {"leaf": "qxpoison"}
+    for _ in range(depth):
+        inner = {"a": inner}
+    return inner
+
+
+def test_compaction_skips_and_reports_a_point_it_cannot_read(tmp_path: Path) -> None:
+    """A point whose payload cannot be decoded (metadata nested 127 deep, written before
+    metadata was bounded) used to stop every compaction, so everyone's forgotten text
+    stayed on disk. Now it is left out, reported, and the rest is compacted."""
+    store, kept = filled(tmp_path)
+    mallory = Owner(tenant_id="t2", user_id="mallory")
+    poisoned = point(mallory, "qxpoisoned content", 30)
+    poisoned.payload["metadata"] = nested(127)
+    try:
+        store.upsert(mallory, [poisoned])
+        store.flush()
+        report = store.compact()
+        assert report["unreadable"] == {"memories": [poisoned.id]}
+        assert report["points"]["memories"] == 4
+        assert files_with(tmp_path, "qxgone") == []
+        assert sorted(p.id for p in store.get(BOB, kept)) == sorted(kept)
+        # A second compaction finds nothing left to skip.
+        assert "unreadable" not in store.compact()
+    finally:
+        store.close()
