@@ -19,16 +19,18 @@ from celery import Celery
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
+from shared.jobs.forgetting import job_key
 from shared.jobs.job_store import failed_index
 from shared.jobs.names import TaskName
 from shared.jobs.pending import PENDING, UNTRACK_LUA
 from shared.jobs.send import send
 from shared.platform.errors import Conflict, InvalidInput, NotFound, QueueUnavailable
+from shared.platform.redis_keys import LUA_KEY_PART
 from shared.records.models import JobStatus, utcnow
 from shared.records.schemas import FailedJob, FailedJobPage, JobAccepted
 
 # failed → queued atomically, so two concurrent retries cannot both send the job.
-_CLAIM = """
+_CLAIM = LUA_KEY_PART + """
 if redis.call('HGET', KEYS[1], 'tenant_id') ~= ARGV[1] then return {-1, ''} end
 local status = redis.call('HGET', KEYS[1], 'status')
 if status ~= 'failed' then return {0, status or ''} end
@@ -39,7 +41,7 @@ redis.call('ZREM', KEYS[2], ARGV[3])
 -- Pending again for its user's fresh reads (shared/jobs/pending.py), until it ends.
 local user = redis.call('HGET', KEYS[1], 'user_id')
 if user and ARGV[5] ~= '' then
-  local pending = ARGV[4] .. ARGV[1] .. ':' .. user
+  local pending = ARGV[4] .. key_part(ARGV[1]) .. ':' .. key_part(user)
   redis.call('ZADD', pending, ARGV[5], ARGV[3])
   redis.call('EXPIRE', pending, ARGV[6])
 end
@@ -58,7 +60,7 @@ def _text(value: Any) -> str:
 
 
 def _job_key(job_id: str) -> str:
-    return f"memoryd:job:{job_id}"
+    return job_key(job_id)
 
 
 def encode_cursor(score: float, seen: list[str]) -> str:

@@ -30,13 +30,15 @@ from typing import Any
 import redis
 
 from shared.platform.errors import Forgotten
+from shared.platform.redis_keys import key_prefix, redis_key
 from shared.records.candidate import Candidate
 from shared.records.identity import content_hash, event_id, keyed_memory_id, memory_id
 from shared.records.models import MemoryType, Owner, as_utc, utcnow
 
-EPOCH = "memoryd:forget:epoch:"
-LOG = "memoryd:forget:log:"
-USER_JOBS = "memoryd:jobs:user:"
+# Prefixes that Lua scripts append the encoded tenant and user to (`LUA_KEY_PART`).
+EPOCH = key_prefix("forget", "epoch")
+LOG = key_prefix("forget", "log")
+USER_JOBS = key_prefix("jobs", "user")
 LOG_KEEP = 1000
 _SCRUB_BATCH = 500
 # Keys of job results and errors whose values are a memory's or a message's text.
@@ -51,20 +53,21 @@ return epoch
 """
 
 
-def _suffix(tenant_id: str, user_id: str) -> str:
-    return f"{tenant_id}:{user_id}"
-
-
 def epoch_key(tenant_id: str, user_id: str) -> str:
-    return EPOCH + _suffix(tenant_id, user_id)
+    return redis_key("forget", "epoch", tenant_id, user_id)
 
 
 def log_key(tenant_id: str, user_id: str) -> str:
-    return LOG + _suffix(tenant_id, user_id)
+    return redis_key("forget", "log", tenant_id, user_id)
 
 
 def user_jobs_key(tenant_id: str, user_id: str) -> str:
-    return USER_JOBS + _suffix(tenant_id, user_id)
+    return redis_key("jobs", "user", tenant_id, user_id)
+
+
+def job_key(job_id: str) -> str:
+    """A job's hash (`shared.jobs.job_store`)."""
+    return redis_key("job", job_id)
 
 
 @dataclass
@@ -128,7 +131,7 @@ def record_forget(client: redis.Redis, owner: Owner, span: ForgetSpan) -> int:
 def forgets_since(client: redis.Redis, owner: Owner, job_id: str) -> list[ForgetSpan] | None:
     """The forgets recorded after the job was accepted (None: the job recorded no epoch)."""
     pipe = client.pipeline(transaction=False)
-    pipe.hget(f"memoryd:job:{job_id}", "forget_epoch")
+    pipe.hget(job_key(job_id), "forget_epoch")
     pipe.get(epoch_key(owner.tenant_id, owner.user_id))
     accepted_raw, current_raw = pipe.execute()
     if accepted_raw in (None, b"", ""):
@@ -243,10 +246,10 @@ def scrub_jobs(
         job_ids = [_text(j) for j in client.zrange(index, start, start + _SCRUB_BATCH - 1)]
         pipe = client.pipeline(transaction=False)
         for job_id in job_ids:
-            pipe.hmget(f"memoryd:job:{job_id}", ["result", "error", "payload"])
+            pipe.hmget(job_key(job_id), ["result", "error", "payload"])
         write = client.pipeline(transaction=False)
         for job_id, (result, error, payload) in zip(job_ids, pipe.execute(), strict=True):
-            key = f"memoryd:job:{job_id}"
+            key = job_key(job_id)
             for name, raw in (("result", result), ("error", error)):
                 if not raw:
                     continue

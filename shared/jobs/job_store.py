@@ -12,9 +12,10 @@ from typing import Any, cast
 import redis
 import redis.asyncio as aioredis
 
-from shared.jobs.forgetting import EPOCH, blank_text, epoch_key, user_jobs_key
+from shared.jobs.forgetting import EPOCH, blank_text, epoch_key, job_key, user_jobs_key
 from shared.jobs.pending import PENDING, UNTRACK_LUA, pending_key
 from shared.platform.errors import NotFound
+from shared.platform.redis_keys import LUA_KEY_PART, key_prefix, redis_key
 from shared.records.models import JobStatus, utcnow
 from shared.records.schemas import JobView
 
@@ -56,13 +57,14 @@ return false
 """
 
 # Forgotten since accepted: the user's epoch moved past the one the job recorded.
-_FORGOTTEN_SINCE = """
+_FORGOTTEN_SINCE = LUA_KEY_PART + """
 local function forgotten_since()
   local user = redis.call('HGET', KEYS[1], 'user_id')
   local tenant = redis.call('HGET', KEYS[1], 'tenant_id')
   local accepted = redis.call('HGET', KEYS[1], 'forget_epoch')
   if not user or not tenant or not accepted then return false end
-  local now = tonumber(redis.call('GET', ARGV[#ARGV] .. tenant .. ':' .. user) or '0')
+  local now = tonumber(redis.call('GET', ARGV[#ARGV] .. key_part(tenant) .. ':' .. key_part(user))
+                     or '0')
   return now > tonumber(accepted)
 end
 """
@@ -91,12 +93,12 @@ if ARGV[3] ~= '' and not forgotten_since() then
 end
 redis.call('EXPIRE', KEYS[1], ARGV[5])
 local tenant = redis.call('HGET', KEYS[1], 'tenant_id')
-if tenant then redis.call('ZADD', ARGV[6] .. tenant, ARGV[4], ARGV[7]) end
+if tenant then redis.call('ZADD', ARGV[6] .. key_part(tenant), ARGV[4], ARGV[7]) end
 return 1
 """
-FAILED_INDEX = "memoryd:jobs:failed:"
+FAILED_INDEX = key_prefix("jobs", "failed")
 # A job that reached a final state publishes its id here: gateways waiting on it wake up.
-DONE_CHANNEL = "memoryd:jobs:done"
+DONE_CHANNEL = redis_key("jobs", "done")
 
 # A job's running lease (`memoryd:job:<id>:lease`, holding the holder's token): taken
 # before a run, renewed while it runs, dropped after it; only the holder renews or drops it.
@@ -111,7 +113,7 @@ return 0
 
 
 def failed_index(tenant_id: str) -> str:
-    return FAILED_INDEX + tenant_id
+    return redis_key("jobs", "failed", tenant_id)
 
 
 class JobStore:
@@ -134,7 +136,7 @@ return 1
 
     @staticmethod
     def _key(job_id: str) -> str:
-        return f"memoryd:job:{job_id}"
+        return job_key(job_id)
 
     def create(
         self, job_id: str, tenant_id: str, kind: str, request_id: str | None,
@@ -258,7 +260,7 @@ return 1
 
     @staticmethod
     def _lease_key(job_id: str) -> str:
-        return f"memoryd:job:{job_id}:lease"
+        return redis_key("job", job_id, "lease")
 
     def take_lease(self, job_id: str, token: str, ttl_s: float) -> float | None:
         """Take the job's running lease; None when taken, else the seconds until the
@@ -303,7 +305,7 @@ class AsyncJobWaiter:
         return cls(client, poll_s)
 
     async def get(self, job_id: str, tenant_id: str) -> JobView:
-        raw = await self._r.hgetall(f"memoryd:job:{job_id}")
+        raw = await self._r.hgetall(job_key(job_id))
         return JobStore.view_of(job_id, raw, tenant_id)
 
     async def states(self, job_ids: Sequence[str], tenant_id: str) -> dict[str, str | None]:
@@ -313,7 +315,7 @@ class AsyncJobWaiter:
             return {}
         pipe = self._r.pipeline(transaction=False)
         for job_id in job_ids:
-            pipe.hmget(f"memoryd:job:{job_id}", ["tenant_id", "status"])
+            pipe.hmget(job_key(job_id), ["tenant_id", "status"])
         rows = await pipe.execute()
         return {job_id: (_text(status) if owner is not None and _text(owner) == tenant_id
                          and status is not None else None)
@@ -334,7 +336,7 @@ class AsyncJobWaiter:
         self._waiting.setdefault(job_id, set()).add(woken)
         try:
             self._listen()
-            key = f"memoryd:job:{job_id}"
+            key = job_key(job_id)
             while True:
                 # Registered before the read: an end published after it still wakes us.
                 woken.clear()

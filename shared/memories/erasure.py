@@ -41,12 +41,13 @@ from redis.exceptions import RedisError, ResponseError
 from shared.jobs.names import TaskName
 from shared.jobs.send import send
 from shared.platform.logs import get_logger
+from shared.platform.redis_keys import redis_key
 
 log = get_logger("memoryd.erasure")
 
-FORGETS = "memoryd:erasure:forgets"
-COMPACTED = "memoryd:erasure:compacted"
-LOCK = "memoryd:erasure:lock"
+FORGETS = redis_key("erasure", "forgets")
+COMPACTED = redis_key("erasure", "compacted")
+LOCK = redis_key("erasure", "lock")
 REDIS_WAIT_S = 120.0
 # A compaction copies the whole store: an hour covers millions of points; a holder that
 # dies frees the lock at the latest then.

@@ -13,6 +13,7 @@ import redis
 from redis.exceptions import LockError, RedisError
 
 from shared.platform.errors import LockTimeout
+from shared.platform.redis_keys import redis_key
 from shared.platform.redis_process import pid_alive
 from shared.records.models import Owner
 
@@ -52,7 +53,7 @@ def _held_by_no_one(value: bytes | str | None) -> bool:
 def user_lock(client: redis.Redis, owner: Owner, timeout_s: float, wait_s: float) -> Iterator[None]:
     """Held by one worker at a time per user; expires if its holder dies, and is taken over
     at once when the holder was a local process that died (a killed worker or stack)."""
-    name = f"memoryd:lock:{owner.tenant_id}:{owner.user_id}"
+    name = redis_key("lock", owner.tenant_id, owner.user_id)
     lock = client.lock(name, timeout=timeout_s)
     token = _token()
     deadline = time.monotonic() + wait_s

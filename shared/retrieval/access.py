@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
+from urllib.parse import unquote
 
 import redis
 from celery import Celery
@@ -22,14 +23,16 @@ from redis.exceptions import RedisError
 
 from shared.jobs.names import QUEUE_OF, TaskName
 from shared.platform.logs import get_logger
+from shared.platform.redis_keys import key_part, redis_key
 from shared.records.models import Owner, utcnow
 from shared.store import Store
 
 log = get_logger("memoryd.access")
 
-_DIRTY = "memoryd:access:dirty"
-_GATE = "memoryd:access:flush-gate"
-_SEP = "\x1f"
+_DIRTY = redis_key("access", "dirty")
+_GATE = redis_key("access", "flush-gate")
+# Earlier versions filed a user in `_DIRTY` as tenant, this, user; still read.
+_OLD_SEP = "\x1f"
 _DRAIN = """
 local counts = redis.call('HGETALL', KEYS[1])
 redis.call('DEL', KEYS[1])
@@ -38,7 +41,22 @@ return counts
 
 
 def _counts_key(owner: Owner) -> str:
-    return f"memoryd:access:{owner.tenant_id}{_SEP}{owner.user_id}"
+    return redis_key("access", owner.tenant_id, owner.user_id)
+
+
+def _member(owner: Owner) -> str:
+    """The user's entry in `_DIRTY`: the encoded parts, so it splits back exactly."""
+    return f"{key_part(owner.tenant_id)}:{key_part(owner.user_id)}"
+
+
+def _owner_of(member: str) -> tuple[Owner, str]:
+    """The user of a `_DIRTY` entry, and the key their counts are under."""
+    if _OLD_SEP in member:
+        tenant, _, user = member.partition(_OLD_SEP)
+        return Owner(tenant_id=tenant, user_id=user), f"memoryd:access:{member}"
+    tenant, _, user = member.partition(":")
+    owner = Owner(tenant_id=unquote(tenant), user_id=unquote(user))
+    return owner, _counts_key(owner)
 
 
 def record(
@@ -49,7 +67,7 @@ def record(
     for owner, per_id in counts.items():
         for mid, n in per_id.items():
             pipe.hincrby(_counts_key(owner), mid, n)
-        pipe.sadd(_DIRTY, f"{owner.tenant_id}{_SEP}{owner.user_id}")
+        pipe.sadd(_DIRTY, _member(owner))
     pipe.set(_GATE, "1", nx=True, px=max(int(window_s * 1000), 1))
     return bool(pipe.execute()[-1])
 
@@ -82,9 +100,8 @@ def flush(
     with writing() as view:
         while (member := client.spop(_DIRTY)) is not None:
             raw = member.decode() if isinstance(member, bytes) else str(member)
-            tenant, _, user = raw.partition(_SEP)
-            owner = Owner(tenant_id=tenant, user_id=user)
-            flat = drain(keys=[_counts_key(owner)])
+            owner, counts_key = _owner_of(raw)
+            flat = drain(keys=[counts_key])
             counts = {
                 (k.decode() if isinstance(k, bytes) else k): int(v)
                 for k, v in zip(flat[::2], flat[1::2], strict=True)

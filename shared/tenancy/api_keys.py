@@ -24,8 +24,9 @@ import redis
 from pydantic import BaseModel
 
 from shared.platform.errors import Forbidden, InvalidInput, NotFound, Unauthorized
+from shared.platform.redis_keys import redis_key
 from shared.records.models import utcnow
-from shared.tenancy.auth import OPERATOR_TENANT, KeyRing, key_digest
+from shared.tenancy.auth import OPERATOR_TENANT, KeyRing, key_digest, tenant_problem
 
 
 class KeyScope(StrEnum):
@@ -92,7 +93,7 @@ def parse_scopes(spec: str) -> frozenset[KeyScope]:
     return scopes
 
 
-_INDEX = "memoryd:apikeys"  # key id → sha256 of the key
+_INDEX = redis_key("apikeys")  # key id → sha256 of the key
 
 
 def _text(value: bytes | str | None) -> str | None:
@@ -105,18 +106,15 @@ class ApiKeyStore:
 
     @staticmethod
     def _key(digest: str) -> str:
-        return f"memoryd:apikey:{digest}"
+        return redis_key("apikey", digest)
 
     def create(
         self, tenant: str, scopes: frozenset[KeyScope], name: str | None = None
     ) -> tuple[str, ApiKeyInfo]:
         """A new tenant key; the plain key is returned here once and never stored."""
-        if not tenant.strip() or any(c.isspace() or c in ",=" for c in tenant):
-            raise InvalidInput("tenant: must be non-empty without spaces, ',' or '='",
-                               field="tenant")
-        if tenant == OPERATOR_TENANT:
-            raise InvalidInput(f"tenant: {OPERATOR_TENANT!r} is reserved for operator keys",
-                               field="tenant")
+        problem = tenant_problem(tenant)
+        if problem is not None:
+            raise InvalidInput(f"tenant: {problem}", field="tenant")
         if not scopes:
             raise InvalidInput("scopes: give one or more of read, write, admin", field="scopes")
         if not scopes <= ALL_SCOPES:

@@ -4,6 +4,7 @@ in plain form."""
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from pathlib import Path
 
@@ -23,6 +24,24 @@ def _digest(key: str) -> str:
 def key_digest(key: str) -> str:
     """How a key is identified at rest: its SHA-256, hex."""
     return _digest(key)
+
+
+# A tenant name: what keys, job records and Redis keys are filed under. Letters, digits,
+# `.`, `_` and `-`, starting with a letter or digit: no `:` (which once let tenant `a:b`
+# share Redis keys with tenant `a`; shared/platform/redis_keys.py now encodes it anyway),
+# no space, `,` or `=` (the MEMORYD_API_KEYS syntax), nothing invisible.
+TENANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+TENANT_RULE = ("1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit "
+               "(no ':')")
+
+
+def tenant_problem(name: str) -> str | None:
+    """Why `name` cannot be a tenant's; None when it can."""
+    if name == OPERATOR_TENANT:
+        return f"{OPERATOR_TENANT!r} is reserved for operator keys"
+    if TENANT_NAME.fullmatch(name) is None:
+        return f"{name!r} is not a tenant name: use {TENANT_RULE}"
+    return None
 
 
 def _usable(key: str) -> bool:
@@ -46,6 +65,9 @@ def parse_api_keys(spec: str) -> dict[str, str]:
             raise ConfigurationError(
                 f"MEMORYD_API_KEYS: the tenant name {OPERATOR_TENANT!r} is reserved; "
                 "operator keys go in MEMORYD_OPERATOR_KEYS")
+        problem = tenant_problem(tenant.strip())
+        if problem is not None:
+            raise ConfigurationError(f"MEMORYD_API_KEYS: {problem}")
         keys[_digest(key.strip())] = tenant.strip()
     if not keys:
         raise ConfigurationError("MEMORYD_API_KEYS holds no key")

@@ -21,6 +21,7 @@ from redis.exceptions import RedisError
 
 from shared.platform.errors import RateLimited
 from shared.platform.logs import get_logger
+from shared.platform.redis_keys import redis_key
 
 log = get_logger("memoryd.rate_limit")
 
@@ -88,7 +89,7 @@ class RateLimiter:
             return
         try:
             allowed, wait_ms = self._script(
-                keys=[f"memoryd:rate:{key_id}"], args=[self.per_s, self.burst, self.lease]
+                keys=[redis_key("rate", key_id)], args=[self.per_s, self.burst, self.lease]
             )
         except RedisError as exc:
             # Open, not closed: reads must keep answering while Redis is down.

@@ -13,10 +13,11 @@ from typing import Any
 
 import redis
 
+from shared.platform.redis_keys import key_prefix, redis_key
 from shared.records.models import utcnow
 from shared.records.webhooks import DeliveryStatus, DeliveryView
 
-_PREFIX = "memoryd:webhook:delivery:"
+_PREFIX = key_prefix("webhook", "delivery")
 
 _CLAIM = """
 if redis.call('HSETNX', KEYS[1], 'tenant', ARGV[1]) == 0 then return 0 end
@@ -44,11 +45,11 @@ return 1
 
 
 def _key(delivery_id: str) -> str:
-    return _PREFIX + delivery_id
+    return redis_key("webhook", "delivery", delivery_id)
 
 
 def _index(tenant_id: str, endpoint_id: str) -> str:
-    return f"memoryd:webhook:deliveries:{tenant_id}:{endpoint_id}"
+    return redis_key("webhook", "deliveries", tenant_id, endpoint_id)
 
 
 def _text(value: Any) -> str:

@@ -16,6 +16,7 @@ import redis
 from pydantic import BaseModel
 
 from shared.platform.errors import InvalidInput, NotFound
+from shared.platform.redis_keys import redis_key
 from shared.records.models import utcnow
 from shared.records.webhooks import EventKind, WebhookCreate, WebhookCreated, WebhookView
 from shared.webhooks.signing import new_secret
@@ -41,7 +42,7 @@ class Endpoint(BaseModel):
 
 
 def endpoints_key(tenant_id: str) -> str:
-    return f"memoryd:webhooks:{tenant_id}"
+    return redis_key("webhooks", tenant_id)
 
 
 def _text(value: bytes | str) -> str:

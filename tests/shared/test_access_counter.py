@@ -28,11 +28,11 @@ def test_counts_stay_in_memory_until_pushed(tmp_path: Path, redis_server: str) -
         counter.note(OWNER, ["m1"])
         counter.note(OWNER, [])
         assert counter.pending() == 2
-        key = "memoryd:access:tenant-x\x1fuser-x"
+        key = "memoryd:access:tenant-x:user-x"
         assert rt.redis.hgetall(key) == {}  # nothing reaches Redis inside the window
         counter.push()
         assert rt.redis.hgetall(key) == {b"m1": b"2", b"m2": b"1"}
-        assert rt.redis.smembers("memoryd:access:dirty") == {b"tenant-x\x1fuser-x"}
+        assert rt.redis.smembers("memoryd:access:dirty") == {b"tenant-x:user-x"}
         assert counter.pending() == 0
     finally:
         counter.close()
@@ -48,7 +48,7 @@ def test_the_timer_pushes_each_window(tmp_path: Path, redis_server: str) -> None
         deadline = time.monotonic() + 10
         while counter.pending() and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert rt.redis.hget("memoryd:access:tenant-x\x1fuser-x", "m3") == b"1"
+        assert rt.redis.hget("memoryd:access:tenant-x:user-x", "m3") == b"1"
     finally:
         counter.close()
         rt.close()

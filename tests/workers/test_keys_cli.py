@@ -45,6 +45,10 @@ def test_create_list_revoke(redis_server: str, monkeypatch: pytest.MonkeyPatch) 
 
     bad = runner.invoke(app, ["keys", "create", "--tenant", "acme", "--scopes", "read,root"])
     assert bad.exit_code == 1 and "scopes" in bad.output
+    # A ':' would once have shared Redis keys with tenant `tenant-one`'s user `eu:...`.
+    colon = runner.invoke(app, ["keys", "create", "--tenant", "tenant-one:eu", "--scopes",
+                                "read"])
+    assert colon.exit_code == 1 and "tenant" in colon.output and "':'" in colon.output
     missing = runner.invoke(app, ["keys", "revoke", "key_nope"])
     assert missing.exit_code == 1 and "not_found" in missing.output
 
