@@ -41,8 +41,11 @@ LOG = key_prefix("forget", "log")
 USER_JOBS = key_prefix("jobs", "user")
 LOG_KEEP = 1000
 _SCRUB_BATCH = 500
-# Keys of job results and errors whose values are a memory's or a message's text.
-TEXT_KEYS = frozenset({"content", "before", "after", "reply"})
+# Keys of job results and errors whose values are a memory's or a message's text, or what
+# the caller wrote beside it: a slot key, tags, metadata (all may hold the same words).
+TEXT_KEYS = frozenset({"content", "before", "after", "reply", "key"})
+LIST_KEYS = frozenset({"tags"})
+MAP_KEYS = frozenset({"metadata"})
 
 # Bump the epoch and file the record under it, atomically; returns the new epoch.
 _RECORD = """
@@ -178,13 +181,23 @@ def refuse_forgotten(
 
 
 def blank_text(value: Any) -> Any:
-    """A job result or error with every memory or message text replaced by ""."""
+    """A job result or error with every memory or message text replaced by "", and every
+    slot key, tag list and metadata emptied ("", [], {}); ids, outcomes and counts stay."""
     if isinstance(value, dict):
-        return {k: ("" if k in TEXT_KEYS and isinstance(v, str) else blank_text(v))
-                for k, v in value.items()}
+        return {k: _blank_field(k, v) for k, v in value.items()}
     if isinstance(value, list):
         return [blank_text(v) for v in value]
     return value
+
+
+def _blank_field(name: str, value: Any) -> Any:
+    if name in TEXT_KEYS and isinstance(value, str):
+        return ""
+    if name in LIST_KEYS and isinstance(value, list):
+        return []
+    if name in MAP_KEYS and isinstance(value, dict):
+        return {}
+    return blank_text(value)
 
 
 def _fields(command: dict[str, Any]) -> dict[str, Any]:

@@ -53,6 +53,7 @@ from shared.records.schemas import MemoryView, SaveResult
 from shared.retrieval.keywords import keyword_vector
 from shared.store import PointData
 from shared.store.conditions import Between, Condition, Match
+from shared.webhooks.service import forget_user_deliveries
 
 
 @dataclass
@@ -204,8 +205,10 @@ class MemoryWriter:
         return {"deleted": len(ids)}
 
     def after_forget(self, owner: Owner, span: ForgetSpan, contents: list[str]) -> None:
-        """The texts leave the user's job records now, and the disk by the erasure bound."""
+        """The texts leave the user's job records and webhook deliveries now, and the disk
+        by the erasure bound (docs/erasure.md)."""
         scrub_jobs(self.redis, owner, span, contents, self.settings.job_ttl_s)
+        forget_user_deliveries(self.redis, self.settings, owner.tenant_id, owner.user_id)
         after_forget(self.erasure)
 
     # ---- decisions an extractor made about existing memories ---------------------

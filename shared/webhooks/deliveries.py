@@ -4,15 +4,23 @@ endpoint a sorted set of its deliveries by creation, trimmed to the newest
 
 A delivery's id is derived from its endpoint and event, and claiming it is an `HSETNX`, so an
 event emitted twice (a redelivered or retried job) is delivered once.
+
+A forget of a user (`forget_user`) leaves no memory text in their deliveries: every body
+that carried text (an endpoint with `include_content`) is rewritten with it blanked, and
+such a delivery not yet delivered is cancelled (`failed`, "cancelled: ..."), so no retry
+sends it after the forget. An attempt reads the body it sends and counts itself in one
+transaction (`begin_attempt`), so an attempt that starts after the forget sends nothing.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
 import redis
 
+from shared.jobs.forgetting import blank_text
 from shared.platform.redis_keys import key_prefix, redis_key
 from shared.records.models import utcnow
 from shared.records.webhooks import DeliveryStatus, DeliveryView
@@ -42,6 +50,21 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], unpack(ARGV))
 return 1
 """
+
+
+# Redact one delivery's body, and cancel it when it is still to be sent, atomically with
+# respect to an attempt's read (`begin_attempt`). ARGV: the blanked body, the time, the reason.
+_FORGET = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'body', ARGV[1], 'updated_at', ARGV[2])
+local status = redis.call('HGET', KEYS[1], 'status')
+if status == 'pending' or status == 'retrying' then
+  redis.call('HSET', KEYS[1], 'status', 'failed', 'last_error', ARGV[3], 'next_retry_at', '')
+  return 2
+end
+return 1
+"""
+CANCELLED = "cancelled: the user's memories were forgotten"
 
 
 def _key(delivery_id: str) -> str:
@@ -85,12 +108,16 @@ class DeliveryLog:
         raw = {_text(k): _text(v) for k, v in self._r.hgetall(_key(delivery_id)).items()}
         return _delivery(delivery_id, raw) if raw.get("status") else None
 
-    def begin_attempt(self, delivery_id: str) -> int:
-        """Count an attempt; its number."""
-        pipe = self._r.pipeline(transaction=False)
+    def begin_attempt(self, delivery_id: str) -> tuple[int, str | None, str]:
+        """Count an attempt: its number, and the status and body as they are now, read in
+        the same transaction (a forget may have redacted and cancelled it meanwhile)."""
+        pipe = self._r.pipeline(transaction=True)
         pipe.hincrby(_key(delivery_id), "attempts", 1)
         pipe.expire(_key(delivery_id), self._ttl)
-        return int(pipe.execute()[0])
+        pipe.hmget(_key(delivery_id), ["status", "body"])
+        number, _, (status, body) = pipe.execute()
+        return (int(number), None if status is None else _text(status),
+                "" if body is None else _text(body))
 
     def record(self, delivery_id: str, status: DeliveryStatus, *, status_code: int | None,
                error: str | None, next_retry_at: datetime | None = None) -> None:
@@ -118,6 +145,37 @@ class DeliveryLog:
                 views.append(DeliveryView.model_validate(
                     _delivery(delivery_id, fields).model_dump(exclude={"tenant", "body"})))
         return views
+
+    def forget_user(self, tenant_id: str, user_id: str,
+                    endpoint_ids: list[str]) -> dict[str, int]:
+        """The user's memory texts out of every kept delivery of these endpoints (the
+        tenant's): bodies blanked, deliveries still to be sent cancelled. Returns how many
+        bodies were redacted and how many deliveries cancelled."""
+        redacted = cancelled = 0
+        script = self._r.register_script(_FORGET)
+        for endpoint_id in endpoint_ids:
+            ids = [_text(i) for i in self._r.zrange(_index(tenant_id, endpoint_id), 0, -1)]
+            pipe = self._r.pipeline(transaction=False)
+            for delivery_id in ids:
+                pipe.hget(_key(delivery_id), "body")
+            for delivery_id, body in zip(ids, pipe.execute(), strict=True):
+                if not body:
+                    continue
+                try:
+                    event = json.loads(body)
+                except ValueError:
+                    continue
+                data = event.get("data") if isinstance(event, dict) else None
+                if not isinstance(data, dict) or data.get("user_id") != user_id:
+                    continue
+                blanked = blank_text(event)
+                if blanked == event:
+                    continue  # no text in it (an endpoint without include_content)
+                done = int(script(keys=[_key(delivery_id)], args=[
+                    json.dumps(blanked), utcnow().isoformat(), CANCELLED]))
+                redacted += done > 0
+                cancelled += done == 2
+        return {"redacted": redacted, "cancelled": cancelled}
 
     def forget_endpoint(self, tenant_id: str, endpoint_id: str) -> None:
         """A removed endpoint's deliveries go with it."""

@@ -53,6 +53,16 @@ class Attempt:
     retry_in_s: float | None = None
 
 
+def forget_user_deliveries(client: redis.Redis, settings: Settings, tenant_id: str,
+                           user_id: str) -> dict[str, int]:
+    """After a forget of the user (in the worker, which has no `Webhooks`): no delivery of
+    the tenant's endpoints keeps or sends their memory text (`DeliveryLog.forget_user`)."""
+    endpoints = EndpointStore(client, settings.webhook_max_endpoints).all(tenant_id)
+    deliveries = DeliveryLog(client, settings.webhook_deliveries_kept,
+                             settings.webhook_delivery_ttl_s)
+    return deliveries.forget_user(tenant_id, user_id, [e.id for e in endpoints])
+
+
 def backoff_s(attempt: int, base_s: float, max_s: float) -> float:
     """Exponential, capped, with ±20% jitter so a receiver coming back is not hit in step."""
     return float(min(max_s, base_s * 2 ** (attempt - 1)) * random.uniform(0.8, 1.2))
@@ -106,6 +116,11 @@ class Webhooks:
 
     def rotate_secret(self, tenant_id: str, endpoint_id: str) -> WebhookCreated:
         return self.endpoints.rotate(tenant_id, endpoint_id)
+
+    def forget_user(self, tenant_id: str, user_id: str) -> dict[str, int]:
+        """After a forget of the user: no delivery keeps or sends their memory text."""
+        return self.log.forget_user(tenant_id, user_id,
+                                    [e.id for e in self.endpoints.all(tenant_id)])
 
     def deliveries(self, tenant_id: str, endpoint_id: str, limit: int) -> DeliveryList:
         self.endpoints.get(tenant_id, endpoint_id)  # 404 for another tenant's endpoint
@@ -161,8 +176,10 @@ class Webhooks:
             check_url(endpoint.url, self.policy, self._resolve)
         except (NotFound, InvalidInput) as exc:  # removed, or its host is now refused
             return self._give_up(delivery_id, delivery.attempts, exc.message)
-        number = self.log.begin_attempt(delivery_id)
-        body = delivery.body.encode()
+        number, status, text = self.log.begin_attempt(delivery_id)
+        if status != delivery.status.value:  # ended meanwhile (a forget cancelled it)
+            return Attempt(None if status is None else DeliveryStatus(status), number)
+        body = text.encode()
         headers = {
             "Content-Type": "application/json",
             signing.SIGNATURE_HEADER: signing.signature_header(endpoint.secret, body),

@@ -60,6 +60,23 @@ def test_forget_all_blanks_the_text_in_job_results(api: httpx.Client, user: str)
     assert kept["memory"]["content"] == ""
 
 
+def test_forget_blanks_every_field_of_job_results(api: httpx.Client, user: str) -> None:
+    """On 204bae7 a forget blanked `content` but kept `tags`, `metadata` and the slot
+    `key` of the user's job results."""
+    word = f"qxfields{uuid.uuid4().hex[:8]}"
+    saved = enqueue_save(api, user, "My locker is on floor three", key=f"locker-{word}",
+                         tags=[f"tag-{word}"], metadata={"note": f"meta {word}",
+                                                         "nested": {"deep": word}})
+    done = wait_job(api, saved)
+    assert done["status"] == "succeeded" and str(done["result"]).count(word) >= 3
+    assert forget(api, user, all="true")["deleted"] == 1
+    after = api.get(f"/v1/jobs/{saved}")
+    assert after.status_code == 200 and word not in after.text
+    memory = after.json()["result"]["memory"]
+    assert (memory["key"], memory["tags"], memory["metadata"]) == ("", [], {})
+    assert memory["id"] == done["result"]["memory"]["id"]
+
+
 # ---- a stack whose embedder can be stopped, and paused (a failpoint) --------------------
 
 

@@ -457,3 +457,45 @@ def test_the_python_clients_manage_endpoints(
             assert gone.value.code == "not_found"
 
     asyncio.run(run())
+
+
+def test_a_forget_redacts_deliveries_and_cancels_those_not_yet_sent(
+    stack: Any, tenant: str, owner: httpx.Client, receivers: Callable[..., Receiver],
+    user: str,
+) -> None:
+    """On 204bae7 a delivery to an `include_content` endpoint kept the memory's text in
+    Redis for 7 days after a forget, and one still retrying kept sending it."""
+    word = f"qxhook{uuid.uuid4().hex[:10]}"
+    with_text = receivers()
+    full = register(owner, with_text.url, ["memory.added"], include_content=True)
+    save(owner, user, f"My hook word is {word}")
+    with_text.wait_for(1)
+    assert [d["status"] for d in settled(owner, full["id"], 1)] == ["delivered"]
+    # One delivery still to be sent, as emission leaves it before its task runs.
+    log = stack.runtime.webhooks.log
+    pending_id = "dlv_" + uuid.uuid4().hex[:16] + full["id"][3:]
+    body = json.dumps({"id": "evt_x", "type": "memory.added", "created_at": "2026-01-01",
+                       "data": {"user_id": user, "job_id": "j", "job_kind": "memory.save",
+                                "memory_ids": ["m"],
+                                "memories": [{"id": "m", "content": f"later {word}"}]}})
+    assert log.claim(tenant, full["id"], pending_id, "evt_x", "memory.added", body)
+    # Another user's delivery keeps its text.
+    other_body = body.replace(user, "someone-else").replace(word, "qxkeptword")
+    other_id = "dlv_" + uuid.uuid4().hex[:16] + full["id"][3:]
+    assert log.claim(tenant, full["id"], other_id, "evt_y", "memory.added", other_body)
+
+    forgot = owner.delete("/v1/memories", params={"user_id": user, "all": "true", "wait": 20})
+    assert forgot.status_code == 200, forgot.text
+
+    redis_client = stack.runtime.redis
+    for key in redis_client.scan_iter("memoryd:webhook:delivery:*"):
+        assert word.encode() not in b"".join(redis_client.hvals(key)), key
+    cancelled = log.get(pending_id)
+    assert cancelled is not None and cancelled.status.value == "failed"
+    assert cancelled.last_error and "forgotten" in cancelled.last_error
+    # Its attempt, had it been queued, sends nothing.
+    assert stack.runtime.webhooks.attempt(pending_id).status is not None
+    time.sleep(0.3)
+    assert len(with_text.received) == 1
+    kept = log.get(other_id)
+    assert kept is not None and "qxkeptword" in kept.body and kept.status.value == "pending"
