@@ -2,29 +2,43 @@
 byte under the data directory (Qdrant Edge segments and WAL, the audit shard, Redis's AOF
 and RDB, its log) and the stack's log searched for them: none may be left.
 
+Markers sit in memory content, a slot key, tags, metadata, an edit's before and after, a
+failed job's kept arguments and the bodies of webhook deliveries with `include_content`;
+and a point the store cannot read (metadata nested past the engine's decoder limit) is
+planted in the store before the forget, so the compaction must go past it.
+
 The scan is checked for being real: before the forget each forgotten marker must be found
 on disk, and afterwards every kept marker (another user's) must still be found.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
 import string
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterable
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
+import numpy as np
 
 from ops.chaos.common import FakeOpenAIEmbeddings, Row, list_contents, wait_jobs
 from ops.chaos.embedded import running
 from ops.chaos.procs import UpStack
 from ops.stack import ROOT, ScenarioFailed, clean_env, wait_until
+from shared.records.models import MemoryRecord, Owner
+from shared.store import PointData
+from shared.store.edge import EdgeStore
 
 MARKER = re.compile(rb"qx(?:gone|kept)[a-z]{14}")
 
@@ -61,6 +75,82 @@ def scan(roots: Iterable[Path], markers: Iterable[str]) -> tuple[dict[str, list[
     return hits, files, size
 
 
+class Receiver:
+    """A webhook receiver on 127.0.0.1 answering 200 to every POST, keeping the bodies."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        bodies = self.bodies
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802  (the stdlib's name)
+                bodies.append(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/hook"
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+
+def nested(depth: int) -> dict[str, Any]:
+    """A JSON object `depth` levels deep (the engine's payload decoder stops at 128)."""
+    inner: dict[str, Any] = {"leaf": "poison"}
+    for _ in range(depth):
+        inner = {"a": inner}
+    return inner
+
+
+def plant_poisoned_point(data: Path, tenant_id: str, user_id: str,
+                         collection: str = "memories") -> str:
+    """With the stack stopped: a memory whose metadata nests 127 deep, written through the
+    store adapter (as a save accepted before metadata was bounded left one), so that no
+    read of it, and no copy of its shard, can decode its payload. Returns its id.
+
+    The engine cannot replay such a point from its write-ahead log either (a stack with one
+    there does not open again): a flush, one more write and a flush move the log past it,
+    as a running stack's later writes would."""
+    root = data / "qdrant-edge"
+    meta = json.loads((root / f"{collection}.meta.json").read_text())
+    store = EdgeStore(root, collection)
+    try:
+        store.ensure_schema(str(meta["embedding_model"]), int(meta["dim"]))
+        at = datetime.now(UTC)
+        record = MemoryRecord(
+            id=str(uuid.uuid4()), tenant_id=tenant_id, user_id=user_id,
+            content="a memory nobody can read", content_hash=uuid.uuid4().hex,
+            occurred_at=at, created_at=at, updated_at=at,
+            embedding_model=str(meta["embedding_model"]))
+        owner = Owner(tenant_id=tenant_id, user_id=user_id)
+        vector = np.random.default_rng(7).normal(size=int(meta["dim"]))
+        dense = (vector / np.linalg.norm(vector)).tolist()
+        store.upsert(owner, [PointData(record.id, {**record.to_payload(),
+                                                   "metadata": nested(127)}, dense)])
+        store.flush()
+        readable = record.model_copy(update={"id": str(uuid.uuid4()),
+                                             "content": "a memory anyone can read"})
+        store.upsert(owner, [PointData(readable.id, readable.to_payload(), dense)])
+        store.flush()
+    finally:
+        store.close()
+    return record.id
+
+
 def _enqueue(api: httpx.Client, path: str, body: dict[str, object]) -> str:
     answer = api.post(path, json=body)
     if answer.status_code != 202:
@@ -72,23 +162,31 @@ def forgotten_text_erased(work: Path, n: int, bound_s: float = 0.0,
                           operator: bool = False) -> Row:
     """Save `n` marker memories for one user (saves in and out of a thread, a raw
     interaction, an edit that puts two markers in the audit trail, a failed job's kept
-    arguments) and `n` for another; forget the first user; wait for the compaction
-    (`MEMORYD_ERASURE_COMPACTION_S` = `bound_s`, or with `operator` an hour and then
-    `memoryd erase` at once); scan the data directory and the logs."""
+    arguments, a save whose slot key, tags and metadata are markers, every save also sent
+    with its text to a webhook endpoint) and `n` for another; plant a point nobody can
+    read; forget the first user; wait for the compaction (`MEMORYD_ERASURE_COMPACTION_S` =
+    `bound_s`, or with `operator` an hour and then `memoryd erase` at once); scan the data
+    directory and the logs."""
     if operator:
         bound_s = 3600.0
     rng = random.Random(uuid.uuid4().int)
     gone_user, kept_user = f"erase-{uuid.uuid4().hex[:8]}", f"keep-{uuid.uuid4().hex[:8]}"
-    gone = [marker(rng, "gone") for _ in range(n + 3)]
+    gone = [marker(rng, "gone") for _ in range(n + 6)]
     kept = [marker(rng, "kept") for _ in range(n)]
     fake = FakeOpenAIEmbeddings().start()
+    receiver = Receiver()
     data = work / "data"
     stack = UpStack("erasure", data, work, embedder="openai:fake-embed",
                     openai_base_url=fake.base_url, erasure_compaction_s=bound_s,
-                    log_level="INFO", task_max_retries=0, task_unavailable_max_retries=0)
+                    log_level="INFO", task_max_retries=0, task_unavailable_max_retries=0,
+                    webhook_allow_hosts="127.0.0.1")
     notes: list[str] = []
     try:
         with running(stack), stack.client() as api:
+            hook = api.post("/v1/webhooks", json={"url": receiver.url, "events": [
+                "memory.added", "memory.updated"], "include_content": True})
+            if hook.status_code != 201:
+                raise ScenarioFailed(f"webhook answered {hook.status_code}: {hook.text}")
             jobs = [_enqueue(api, "/v1/memories", {
                 "user_id": gone_user, "content": f"My garden word number {i} is {word}",
                 **({"thread_id": "erase-thread"} if i % 2 else {}),
@@ -96,6 +194,11 @@ def forgotten_text_erased(work: Path, n: int, bound_s: float = 0.0,
             jobs.append(_enqueue(api, "/v1/interactions", {
                 "user_id": gone_user, "extract": "raw",
                 "messages": [{"role": "user", "content": f"Remember the word {gone[n]}"}]}))
+            # What the caller writes beside the text: a slot key, a tag, metadata.
+            jobs.append(_enqueue(api, "/v1/memories", {
+                "user_id": gone_user, "content": "My locker is on the third floor",
+                "key": f"locker-{gone[n + 3]}", "tags": [gone[n + 4]],
+                "metadata": {"note": {"word": gone[n + 5]}}}))
             jobs += [_enqueue(api, "/v1/memories", {
                 "user_id": kept_user, "content": f"My kept word number {i} is {word}"})
                 for i, word in enumerate(kept)]
@@ -113,6 +216,15 @@ def forgotten_text_erased(work: Path, n: int, bound_s: float = 0.0,
             wait_until(lambda: api.get(f"/v1/jobs/{failed}").json().get("status") == "failed",
                        60, "the save to fail with the embedder down")
             fake.start()
+            # Every delivery sent (its body, with the text, is kept in Redis).
+            wait_until(lambda: sum(m.encode() in b"".join(receiver.bodies)
+                                   for m in gone[:n + 2]) >= n + 2,
+                       60, "the webhook deliveries with the markers")
+            # A point no one can read, planted with the stack stopped (the store is one
+            # process's); the compaction must go past it.
+            stack.stop()
+            poisoned = plant_poisoned_point(data, "default", f"poison-{uuid.uuid4().hex[:8]}")
+            stack.start()
             time.sleep(1.5)  # Redis appends to its AOF once a second
             roots = [data, stack.log_path]
             before, _, _ = scan(roots, gone)
@@ -136,6 +248,10 @@ def forgotten_text_erased(work: Path, n: int, bound_s: float = 0.0,
                 wait_until(lambda: "erasure_compacted" in stack.log_path.read_text(
                     errors="replace"), bound_s + 120, "the periodic compaction")
             erased_s = time.monotonic() - started
+            log_text = stack.log_path.read_text(errors="replace")
+            if "erasure_points_skipped" not in log_text or poisoned not in log_text:
+                raise ScenarioFailed("the compaction did not report the unreadable point "
+                                     f"{poisoned}")
             after, files, size = scan(roots, [*gone, *kept])
             left = {m: p for m, p in after.items() if m in gone}
             kept_on_disk = sum(1 for m in kept if m in after)
@@ -147,6 +263,7 @@ def forgotten_text_erased(work: Path, n: int, bound_s: float = 0.0,
         stopped, _, _ = scan([data, stack.log_path], gone)
     finally:
         fake.stop()
+        receiver.stop()
     notes.append(f"{len(before)} of {len(gone)} forgotten markers on disk before the forget, "
                  f"{len(left)} after the compaction, {len(stopped)} after the stop")
     how = "memoryd erase" if operator else f"bound {bound_s:g} s"
