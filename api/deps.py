@@ -68,11 +68,24 @@ async def require_admin(tenant: Annotated[str, Depends(_tenant)]) -> str:
     return tenant
 
 
+# Set by the MCP endpoint's in-process client (and the stdio server's), so the audit trail
+# tells a tool's write from a REST call's. A label of the caller's own writes, not a
+# credential: the key id next to it is the authenticated part.
+VIA_HEADER = "X-Memoryd-Via"
+
+
+async def _actor(request: Request, principal: Annotated[Principal, Depends(_principal)]) -> str:
+    """Who a write is recorded as: the channel and the authenticated key's id."""
+    via = "mcp" if request.headers.get(VIA_HEADER, "").lower() == "mcp" else "api"
+    return f"{via}:{principal.key_id}"
+
+
 RuntimeDep = Annotated[Runtime, Depends(_runtime)]
 TenantDep = Annotated[str, Depends(_tenant)]
 AdminDep = Annotated[str, Depends(require_admin)]
 PrincipalDep = Annotated[Principal, Depends(_principal)]
 RequestIdDep = Annotated[str | None, Depends(_request_id)]
+ActorDep = Annotated[str, Depends(_actor)]
 
 
 def owner_of(tenant: str, user_id: str) -> Owner:

@@ -32,11 +32,17 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from api.deps import identifier
+from api.deps import VIA_HEADER, identifier
 from shared.client import AsyncMemorydClient
 from shared.integrations.mcp_tools import Binding, JobLedger, build_server
 from shared.platform.errors import AppError, InvalidInput, QueueUnavailable
-from shared.tenancy.api_keys import authenticate, bearer_key, bootstrap_principal
+from shared.tenancy.api_keys import (
+    KeyScope,
+    Principal,
+    authenticate,
+    bearer_key,
+    bootstrap_principal,
+)
 from shared.tenancy.auth import key_digest
 
 PATH = "/mcp"
@@ -59,7 +65,8 @@ class McpEndpoint:
 
     def __init__(self, app: FastAPI, wait_s: float) -> None:
         self._app = app
-        self._server = build_server(self._resolve, wait_s=wait_s, ledger=JobLedger())
+        self._server = build_server(self._resolve, wait_s=wait_s, ledger=JobLedger(),
+                                    may_write=self._may_write)
         self._manager: StreamableHTTPSessionManager | None = None
 
     @asynccontextmanager
@@ -90,15 +97,27 @@ class McpEndpoint:
             return
         await self._manager.handle_request(scope, receive, send)
 
+    async def _principal(self, headers: Mapping[str, str]) -> Principal:
+        state = self._app.state
+        authorization = headers.get("authorization")
+        principal = bootstrap_principal(state.keyring, authorization)  # else: a Redis call
+        if principal is None:
+            principal = await run_in_threadpool(authenticate, state.keyring, state.api_keys,
+                                                authorization)
+        return principal
+
     async def _admit(self, headers: Mapping[str, str]) -> None:
         """The REST API's authentication (401 for a missing or unknown key) and the user
         header, before the SDK reads the body; scopes are checked per tool call by the
         route it calls."""
-        state = self._app.state
-        authorization = headers.get("authorization")
-        if bootstrap_principal(state.keyring, authorization) is None:  # else: no Redis call
-            await run_in_threadpool(authenticate, state.keyring, state.api_keys, authorization)
+        await self._principal(headers)
         user_of(headers)
+
+    async def _may_write(self, ctx: Context[Any, Any]) -> bool:
+        """Whether the caller's key holds `write`: `tools/list` shows the write tools only
+        then (calling one without it is still the route's 403)."""
+        headers = {k.lower(): v for k, v in (ctx.headers or {}).items()}
+        return KeyScope.WRITE in (await self._principal(headers)).scopes
 
     @asynccontextmanager
     async def _resolve(self, ctx: Context[Any, Any]) -> AsyncIterator[Binding]:
@@ -106,7 +125,8 @@ class McpEndpoint:
         user = user_of(headers)
         key = bearer_key(headers.get("authorization"))
         transport = httpx.ASGITransport(app=self._app)
-        async with AsyncMemorydClient(_SELF, key, transport=transport) as client:
+        async with AsyncMemorydClient(_SELF, key, transport=transport,
+                                      headers={VIA_HEADER: "mcp"}) as client:
             yield Binding(client=client, user_id=user,
                           conversation=f"{key_digest(key)}:{user}")
 

@@ -38,8 +38,8 @@ class Waits:
             self._loop = loop
         return self._waiter
 
-    async def get(self, job_id: str, tenant_id: str) -> JobView:
-        return await self._for_loop().get(job_id, tenant_id)
+    async def get(self, job_id: str, tenant_id: str, user_id: str | None = None) -> JobView:
+        return await self._for_loop().get(job_id, tenant_id, user_id)
 
     async def wait(self, key_id: str, job_id: str, tenant_id: str, timeout_s: float) -> JobView:
         """The job once it ends within `timeout_s`, else as it is then; past the key's cap of

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import RequestIdDep, RuntimeDep, TenantDep
+from api.deps import ActorDep, RequestIdDep, RuntimeDep, TenantDep
 from api.responses import ERROR_RESPONSES
 from shared.jobs.enqueue import submit
 from shared.jobs.names import TaskName
@@ -27,7 +27,8 @@ router = APIRouter(prefix="/v1", tags=["interactions"], responses=ERROR_RESPONSE
                      "request of this user (code idempotency_conflict)"}},
 )
 async def post_interaction(
-    req: InteractionRequest, rt: RuntimeDep, tenant: TenantDep, request_id: RequestIdDep
+    req: InteractionRequest, rt: RuntimeDep, tenant: TenantDep, request_id: RequestIdDep,
+    actor: ActorDep,
 ) -> JobAccepted:
     """Accept an interaction in milliseconds; memory work happens in a worker."""
     check_interaction(req, rt.settings)
@@ -39,7 +40,7 @@ async def post_interaction(
             field="extract",
         )
     command = IngestCommand(tenant_id=tenant, user_id=req.user_id, request_id=request_id,
-                            received_at=utcnow(), request=req, extract=mode)
+                            received_at=utcnow(), request=req, extract=mode, actor=actor)
     # LLM work has its own queue: a slow model never holds up raw or rules ingestion.
     task = TaskName.EXTRACT_LLM if mode is ExtractMode.LLM else TaskName.INGEST
     # One worker-thread hop for the Redis calls; an `async def` route also keeps FastAPI from

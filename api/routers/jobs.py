@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, status
 
-from api.deps import RuntimeDep, TenantDep
+from api.deps import RuntimeDep, TenantDep, identifier
 from api.responses import ERROR_RESPONSES
 from api.waits import WaitsDep
 from shared.jobs import failed as failed_jobs
@@ -17,10 +17,17 @@ router = APIRouter(prefix="/v1", tags=["jobs"], responses=ERROR_RESPONSES)
 
 
 @router.get("/jobs/{job_id}", response_model=JobView)
-async def get_job(job_id: str, tenant: TenantDep, waits: WaitsDep) -> JobView:
+async def get_job(
+    job_id: str, tenant: TenantDep, waits: WaitsDep,
+    user_id: Annotated[str | None, Query(
+        description="only this user's job: another user's job (or a job of no user) "
+                    "answers 404, as an unknown id does; the MCP tools always pass it")] = None,
+) -> JobView:
     """Needs scope `read`."""
+    if user_id is not None:
+        identifier(user_id, "user_id")
     # Polled while callers wait: read on the event loop, holding no worker thread.
-    return await waits.get(job_id, tenant)
+    return await waits.get(job_id, tenant, user_id)
 
 
 @router.get("/jobs", response_model=FailedJobPage)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Response, status
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import PrincipalDep, RequestIdDep, RuntimeDep, TenantDep, owner_of
+from api.deps import ActorDep, PrincipalDep, RequestIdDep, RuntimeDep, TenantDep, owner_of
 from api.responses import ERROR_RESPONSES
 from api.waits import Waits, WaitsDep
 from shared.jobs.enqueue import submit
@@ -70,12 +70,13 @@ def _accepted(accepted: JobAccepted) -> JSONResponse:
 )
 async def save_memory(
     req: SaveRequest, rt: RuntimeDep, tenant: TenantDep, request_id: RequestIdDep,
-    principal: PrincipalDep, waits: WaitsDep, wait: Wait = 0,
+    principal: PrincipalDep, waits: WaitsDep, actor: ActorDep, wait: Wait = 0,
 ) -> Response:
     """Save a memory. With `?wait=`: 201 added, 200 duplicate (or updated, for a `key`)."""
     check_save(req, rt.settings)
     command = SaveCommand(tenant_id=tenant, user_id=req.user_id, request_id=request_id,
-                          received_at=utcnow(), request=req, source=Source.EXPLICIT)
+                          received_at=utcnow(), request=req, source=Source.EXPLICIT,
+                          actor=actor)
     accepted = await run_in_threadpool(submit, rt.jobs, rt.celery, TaskName.SAVE, command)
     result = await _finish(waits, principal, accepted, wait)
     if result is None:
@@ -127,7 +128,7 @@ def get_history(
 async def patch_memory(
     memory_id: str, req: UpdateRequest, rt: RuntimeDep, tenant: TenantDep,
     request_id: RequestIdDep, user_id: UserId, principal: PrincipalDep, waits: WaitsDep,
-    wait: Wait = 0,
+    actor: ActorDep, wait: Wait = 0,
 ) -> Response:
     """Edit content, type, tags, importance or enabled (a disabled memory is never searched)."""
     check_update(req, rt.settings)
@@ -135,7 +136,7 @@ async def patch_memory(
     await run_in_threadpool(lambda: reads.get_memory(rt.read_path(), owner, memory_id))
     command = UpdateCommand(
         tenant_id=tenant, user_id=user_id, request_id=request_id, received_at=utcnow(),
-        memory_id=memory_id, changes=req,
+        memory_id=memory_id, changes=req, actor=actor,
     )
     accepted = await run_in_threadpool(submit, rt.jobs, rt.celery, TaskName.UPDATE, command)
     result = await _finish(waits, principal, accepted, wait)
@@ -146,14 +147,14 @@ async def patch_memory(
                responses={**ERRORS, 200: {"description": "deleted (with ?wait=)"}})
 async def delete_memory(
     memory_id: str, rt: RuntimeDep, tenant: TenantDep, request_id: RequestIdDep,
-    user_id: UserId, principal: PrincipalDep, waits: WaitsDep, wait: Wait = 0,
+    user_id: UserId, principal: PrincipalDep, waits: WaitsDep, actor: ActorDep, wait: Wait = 0,
 ) -> Response:
     """Forget one memory: its point is removed and its history keeps no content."""
     owner = owner_of(tenant, user_id)
     await run_in_threadpool(lambda: reads.get_memory(rt.read_path(), owner, memory_id))
     command = DeleteCommand(
         tenant_id=tenant, user_id=user_id, request_id=request_id, received_at=utcnow(),
-        memory_id=memory_id,
+        memory_id=memory_id, actor=actor,
     )
     accepted = await run_in_threadpool(submit, rt.jobs, rt.celery, TaskName.DELETE, command)
     result = await _finish(waits, principal, accepted, wait)

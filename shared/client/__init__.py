@@ -13,6 +13,7 @@ from shared.client.errors import (
     ApiError,
     BadRequest,
     ConnectionFailed,
+    InvalidArgument,
     JobTimeout,
     MemorydError,
     NotFound,
@@ -23,7 +24,8 @@ from shared.client.errors import (
 from shared.client.sync import MemorydClient
 
 __all__ = [
-    "ApiError", "AsyncMemorydClient", "BadRequest", "ConnectionFailed", "JobTimeout",
+    "ApiError", "AsyncMemorydClient", "BadRequest", "ConnectionFailed", "InvalidArgument",
+    "JobTimeout",
     "MemorydClient", "MemorydError", "NotFound", "RetryPolicy", "ServerError", "Unauthorized",
     "Unavailable",
 ]

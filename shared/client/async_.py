@@ -38,8 +38,10 @@ class AsyncMemorydClient:
     def __init__(
         self, base_url: str, api_key: str | None = None, *, timeout: float = 30.0,
         retry: RetryPolicy | None = None, transport: httpx.AsyncBaseTransport | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
-        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        """`headers`: sent with every request besides the key."""
+        headers = {**(headers or {}), **({"authorization": f"Bearer {api_key}"} if api_key else {})}
         self.base_url = base_url.rstrip("/")
         self.retry = retry or RetryPolicy()
         self._http = httpx.AsyncClient(base_url=self.base_url, headers=headers,
@@ -152,14 +154,15 @@ class AsyncMemorydClient:
 
     # ---- jobs and operations --------------------------------------------------------
 
-    async def job(self, job_id: str, operator: bool = False) -> JobView:
-        return await self._run(calls.job(job_id, operator))
+    async def job(self, job_id: str, operator: bool = False,
+            user_id: str | None = None) -> JobView:
+        return await self._run(calls.job(job_id, operator, user_id))
 
     async def wait(self, job_id: str, timeout: float = 30.0, poll_s: float = 0.05,
-                   operator: bool = False) -> JobView:
+                   operator: bool = False, user_id: str | None = None) -> JobView:
         deadline = time.monotonic() + timeout
         while True:
-            view = await self.job(job_id, operator)
+            view = await self.job(job_id, operator, user_id)
             if calls.job_done(view):
                 return view
             if time.monotonic() >= deadline:

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel
 
-from shared.client.errors import api_error
+from shared.client.errors import InvalidArgument, api_error
 from shared.platform.retry_after import retry_after
 from shared.records.schemas import (
     Consistency,
@@ -77,6 +79,25 @@ class Call(Generic[T]):
     def request(self, client: httpx.Client | httpx.AsyncClient) -> httpx.Request:
         return client.build_request(self.method, self.path, params=self.params, json=self.json,
                                     content=self.content, headers=self.headers or None)
+
+
+# What memoryd's ids look like (UUIDs, `wh_<hex>`, `key_<hex>`): an id is checked as one
+# before it goes into a path, so `..` or `/` in it can never reach another route.
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+
+
+def checked_id(value: object, field: str) -> str:
+    """`value` if it is an id, else `InvalidArgument` naming `field` (no request is sent)."""
+    if not isinstance(value, str) or _ID.fullmatch(value) is None:
+        raise InvalidArgument(f"{field}: not an id (1 to 128 letters, digits, '_' or '-', "
+                              "as memoryd returns them)", field=field)
+    return value
+
+
+def path(template: str, **ids: str) -> str:
+    """A route with each id checked (`checked_id`) and percent-encoded into its segment."""
+    return template.format(**{name: quote(checked_id(value, name), safe="")
+                              for name, value in ids.items()})
 
 
 def check(response: httpx.Response) -> httpx.Response:
@@ -171,7 +192,7 @@ def list_memories(user_id: str, **filters: Any) -> Call[MemoryPage]:
 
 
 def get(user_id: str, memory_id: str) -> Call[MemoryView]:
-    return Call("GET", f"/v1/memories/{memory_id}", _model(MemoryView),
+    return Call("GET", path("/v1/memories/{memory_id}", memory_id=memory_id), _model(MemoryView),
                 params=_params(user_id=user_id))
 
 
@@ -185,9 +206,10 @@ def _job_or_result(response: httpx.Response) -> JobAccepted | dict[str, Any]:
 
 def update(user_id: str, memory_id: str, wait: float | None = None,
            **changes: Any) -> Call[JobAccepted | dict[str, Any]]:
+    where = path("/v1/memories/{memory_id}", memory_id=memory_id)  # the id first
     req = UpdateRequest.model_validate(changes)
-    return Call("PATCH", f"/v1/memories/{memory_id}", _job_or_result,
-                params=_params(user_id=user_id, wait=wait), json=_body(req))
+    return Call("PATCH", where, _job_or_result, params=_params(user_id=user_id, wait=wait),
+                json=_body(req))
 
 
 def forget(
@@ -198,7 +220,8 @@ def forget(
     if memory_id is not None:
         if thread_id or before or after or all:
             raise ValueError("forget one memory by id, or many by thread/time range, not both")
-        return Call("DELETE", f"/v1/memories/{memory_id}", _job_or_result,
+        return Call("DELETE", path("/v1/memories/{memory_id}", memory_id=memory_id),
+                    _job_or_result,
                     params=_params(user_id=user_id, wait=wait))
     return Call("DELETE", "/v1/memories", _job_or_result, params=_params(
         user_id=user_id, thread_id=thread_id, before=before, after=after, all=all, wait=wait))
@@ -211,14 +234,16 @@ def users(limit: int | None = None, cursor: str | None = None,
 
 
 def history(user_id: str, memory_id: str) -> Call[MemoryHistory]:
-    return Call("GET", f"/v1/memories/{memory_id}/history", _model(MemoryHistory),
+    return Call("GET", path("/v1/memories/{memory_id}/history", memory_id=memory_id),
+                _model(MemoryHistory),
                 params=_params(user_id=user_id))
 
 
-def job(job_id: str, operator: bool = False) -> Call[JobView]:
-    """`operator`: a store-wide job (a re-embedding), read with an operator key."""
-    path = f"/v1/admin/jobs/{job_id}" if operator else f"/v1/jobs/{job_id}"
-    return Call("GET", path, _model(JobView))
+def job(job_id: str, operator: bool = False, user_id: str | None = None) -> Call[JobView]:
+    """`operator`: a store-wide job (a re-embedding), read with an operator key. `user_id`:
+    only that user's job (another user's answers 404)."""
+    where = path("/v1/admin/jobs/{job_id}" if operator else "/v1/jobs/{job_id}", job_id=job_id)
+    return Call("GET", where, _model(JobView), params=_params(user_id=user_id))
 
 
 def export(user_id: str) -> Call[httpx.Response]:

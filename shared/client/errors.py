@@ -23,6 +23,14 @@ class MemorydError(Exception):
         return f"{self.code}: {self.message}{where}"
 
 
+class InvalidArgument(MemorydError):
+    """Refused by the client before any request: an argument that cannot be what it names
+    (an id that is not an id). Code `invalid_input`, as the gateway's own refusals."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message, code="invalid_input", field=field)
+
+
 class ApiError(MemorydError):
     """The gateway answered with an error body `{"error": {code, message, field}}`."""
 

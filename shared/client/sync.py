@@ -37,8 +37,10 @@ class MemorydClient:
     def __init__(
         self, base_url: str, api_key: str | None = None, *, timeout: float = 30.0,
         retry: RetryPolicy | None = None, transport: httpx.BaseTransport | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
-        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        """`headers`: sent with every request besides the key."""
+        headers = {**(headers or {}), **({"authorization": f"Bearer {api_key}"} if api_key else {})}
         self.base_url = base_url.rstrip("/")
         self.retry = retry or RetryPolicy()
         self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout,
@@ -154,15 +156,16 @@ class MemorydClient:
 
     # ---- jobs and operations --------------------------------------------------------
 
-    def job(self, job_id: str, operator: bool = False) -> JobView:
-        return self._run(calls.job(job_id, operator))
+    def job(self, job_id: str, operator: bool = False,
+            user_id: str | None = None) -> JobView:
+        return self._run(calls.job(job_id, operator, user_id))
 
     def wait(self, job_id: str, timeout: float = 30.0, poll_s: float = 0.05,
-             operator: bool = False) -> JobView:
+             operator: bool = False, user_id: str | None = None) -> JobView:
         """The job once it succeeded or failed; `JobTimeout` if it has not by `timeout`."""
         deadline = time.monotonic() + timeout
         while True:
-            view = self.job(job_id, operator)
+            view = self.job(job_id, operator, user_id)
             if calls.job_done(view):
                 return view
             if time.monotonic() >= deadline:

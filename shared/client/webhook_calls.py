@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import httpx
 
-from shared.client.calls import Call, _body, _model, check
+from shared.client.calls import Call, _body, _model, check, path
 from shared.records.webhooks import (
     DeliveryList,
     EventKind,
@@ -31,13 +31,15 @@ def list_all() -> Call[WebhookList]:
 def remove(webhook_id: str) -> Call[None]:
     def parse(response: httpx.Response) -> None:
         check(response)
-    return Call("DELETE", f"/v1/webhooks/{webhook_id}", parse)
+    return Call("DELETE", path("/v1/webhooks/{webhook_id}", webhook_id=webhook_id), parse)
 
 
 def rotate_secret(webhook_id: str) -> Call[WebhookCreated]:
-    return Call("POST", f"/v1/webhooks/{webhook_id}/rotate-secret", _model(WebhookCreated))
+    return Call("POST", path("/v1/webhooks/{webhook_id}/rotate-secret", webhook_id=webhook_id),
+                _model(WebhookCreated))
 
 
 def deliveries(webhook_id: str, limit: int = 50) -> Call[DeliveryList]:
-    return Call("GET", f"/v1/webhooks/{webhook_id}/deliveries", _model(DeliveryList),
+    return Call("GET", path("/v1/webhooks/{webhook_id}/deliveries", webhook_id=webhook_id),
+                _model(DeliveryList),
                 params={"limit": limit})

@@ -348,8 +348,10 @@ class MemorydStore(BaseStore):
         while True:
             page: UserPage = yield ("users", (), {"limit": _USER_PAGE, "cursor": cursor,
                                                  "prefix": wanted})
+            # Only users a namespace can name: an id such as `a/../b` (stored before ids
+            # were checked) would be refused as a namespace element, so it is not listed.
             users.extend(u.user_id for u in page.items
-                         if wanted is None or u.user_id == wanted)
+                         if (wanted is None or u.user_id == wanted) and _is_element(u.user_id))
             cursor = page.next_cursor
             if cursor is None:
                 break
@@ -463,6 +465,14 @@ def _element(value: Any, field: str) -> str:
     if value != value.strip():
         raise NamespaceError(f"{field} {value!r} starts or ends with a space", field=field)
     return value
+
+
+def _is_element(value: str) -> bool:
+    try:
+        _element(value, "namespace")
+    except NamespaceError:
+        return False
+    return True
 
 
 def _key(value: Any) -> str:

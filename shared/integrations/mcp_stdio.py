@@ -18,7 +18,9 @@ async def serve_stdio(base_url: str, api_key: str | None, user_id: str, *,
                       wait_s: float) -> None:
     """Serve until stdin closes. A stack that is down is not fatal here: each tool call
     answers `unreachable` until it is up, which an MCP host shows to the model."""
-    async with AsyncMemorydClient(base_url, api_key, timeout=60.0) as client:
+    # Writes are audited as `mcp:<key id>` (api/deps.py reads the header).
+    async with AsyncMemorydClient(base_url, api_key, timeout=60.0,
+                                  headers={"X-Memoryd-Via": "mcp"}) as client:
         # One process, one user, one conversation: every write's job is recorded under it.
         binding = Binding(client=client, user_id=user_id, conversation="stdio")
 

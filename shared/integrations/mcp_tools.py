@@ -9,20 +9,29 @@ so no argument a model writes can reach another user's memories.
 Every failure a caller can act on comes back as an MCP tool error (`isError`) whose text
 carries memoryd's error code and field after the SDK's `Error executing tool <name>: `
 prefix, `invalid_input (field limit): ...`, the field named as the tool's argument where it
-differs from the API's (`limit` is the API's `top_k`).
+differs from the API's (`limit` is the API's `top_k`). Arguments are checked before the
+SDK sees them (`check_arguments`): one the tool does not have (`user_id`) is refused, and a
+wrong type answers in the same form rather than as pydantic's text. Ids go into REST paths
+only once checked as ids (`shared.client.calls.path`), and `job_status` reads only the
+bound user's jobs.
+
+`may_write` (the gateway passes it; stdio has no way to know a key's scopes before a call)
+hides the write tools from `tools/list` for a key without the `write` scope; calling one
+anyway is still refused by the REST route (`forbidden`).
 """
 
 # No `from __future__ import annotations`: the SDK reads the tools' signatures at runtime.
 
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.server.mcpserver.tools import Tool
+from mcp.types import ListToolsResult, PaginatedRequestParams, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from shared.client import AsyncMemorydClient, JobTimeout, MemorydError
@@ -129,6 +138,54 @@ def tool_errors(renames: Mapping[str, str] | None = None) -> Iterator[None]:
         raise _invalid(exc, names) from exc
 
 
+def check_arguments(tool: Tool, arguments: Mapping[str, Any]) -> None:
+    """Before the SDK validates a call: an argument the tool does not have is refused (a
+    model that names `user_id` must learn it is not one), and a wrong type is reported as
+    `invalid_input (field <argument>): <reason>` like every other refusal."""
+    known = tool.parameters.get("properties") or {}
+    unknown = sorted(name for name in arguments if name not in known)
+    if unknown:
+        raise ToolError(f"Error executing tool {tool.name}: invalid_input (field {unknown[0]}): "
+                        f"{tool.name} has no argument {unknown[0]!r}; its arguments are "
+                        f"{', '.join(sorted(known)) or 'none'}")
+    try:
+        tool.fn_metadata.validate_arguments(dict(arguments))
+    except ValidationError as exc:
+        raise ToolError(f"Error executing tool {tool.name}: {_invalid(exc, {})}") from exc
+
+
+# Whether the caller's key may write: the request's context → True/False.
+MayWrite = Callable[[Context[Any, Any]], Awaitable[bool]]
+
+
+class MemorydServer(MCPServer[Any]):
+    """The SDK's server with memoryd's argument checks in front of every call
+    (`check_arguments`) and, given `may_write`, the write tools left out of `tools/list`
+    for a key that cannot write."""
+
+    def __init__(self, name: str, *, instructions: str, may_write: MayWrite | None) -> None:
+        super().__init__(name, instructions=instructions)
+        self._may_write = may_write
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[Any, Any] | None = None) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            check_arguments(tool, arguments)
+        return await super().call_tool(name, arguments, context)
+
+    async def _handle_list_tools(self, ctx: Any,
+                                 params: PaginatedRequestParams | None) -> ListToolsResult:
+        listed = await super()._handle_list_tools(ctx, params)
+        if self._may_write is None:
+            return listed
+        context: Context[Any, Any] = Context(request_context=ctx, mcp_server=self)
+        if await self._may_write(context):
+            return listed
+        return listed.model_copy(update={"tools": [
+            t for t in listed.tools if t.annotations is not None and t.annotations.read_only_hint]})
+
+
 def _given(**values: Any) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
@@ -149,11 +206,12 @@ Tags = Annotated[list[str] | None, Field(description="tags (each up to 64 charac
 
 
 def build_server(resolve: Resolver, *, wait_s: float, ledger: JobLedger | None = None,
-                 name: str = "memoryd") -> MCPServer[Any]:
+                 name: str = "memoryd", may_write: MayWrite | None = None) -> MCPServer[Any]:
     """The MCP server with every memoryd tool. `wait_s`: how long a write waits for its job
-    before answering with the job alone (0: never waits)."""
+    before answering with the job alone (0: never waits). `may_write`: whether the caller's
+    key holds the `write` scope, to list only the tools it may call (None: list all)."""
     jobs = ledger if ledger is not None else JobLedger()
-    server: MCPServer[Any] = MCPServer(name, instructions=INSTRUCTIONS)
+    server = MemorydServer(name, instructions=INSTRUCTIONS, may_write=may_write)
 
     def still_running(b: Binding, accepted: JobAccepted) -> dict[str, Any]:
         jobs.add(b.conversation, accepted.job_id)  # what this conversation's reads wait for
@@ -209,7 +267,8 @@ def build_server(resolve: Resolver, *, wait_s: float, ledger: JobLedger | None =
                 # /v1/interactions has no `?wait=`: the job is polled, for as long.
                 still_running(b, accepted)
                 try:
-                    view = await b.client.wait(accepted.job_id, timeout=wait_s)
+                    view = await b.client.wait(accepted.job_id, timeout=wait_s,
+                                               user_id=b.user_id)
                 except JobTimeout as exc:
                     view = exc.job
                 answer = job_answer(b, view)
@@ -335,9 +394,9 @@ def build_server(resolve: Resolver, *, wait_s: float, ledger: JobLedger | None =
         job_id: Annotated[str, Field(description="the job id a write tool returned")],
     ) -> dict[str, Any]:
         """A write job's state (queued, running, succeeded, failed) and, once it ended, its
-        result or error."""
+        result or error. Only this user's jobs: another user's id is not found."""
         with tool_errors():
             async with resolve(ctx) as b:
-                return job_answer(b, await b.client.job(job_id))
+                return job_answer(b, await b.client.job(job_id, user_id=b.user_id))
 
     return server

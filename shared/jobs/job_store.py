@@ -225,11 +225,14 @@ return 1
         return self._view(job_id, raw)
 
     @staticmethod
-    def view_of(job_id: str, raw: Mapping[Any, Any], tenant_id: str) -> JobView:
-        """A job hash as read from Redis, for its tenant only (else 404, as `get`)."""
+    def view_of(job_id: str, raw: Mapping[Any, Any], tenant_id: str,
+                user_id: str | None = None) -> JobView:
+        """A job hash as read from Redis, for its tenant only (else 404, as `get`); with
+        `user_id`, for that user's jobs only (a job of another user, or of none, is 404)."""
         fields = {(k.decode() if isinstance(k, bytes) else k):
                   (v.decode() if isinstance(v, bytes) else v) for k, v in raw.items()}
-        if not fields or fields.get("tenant_id") != tenant_id:
+        if not fields or fields.get("tenant_id") != tenant_id or (
+                user_id is not None and fields.get("user_id") != user_id):
             raise NotFound(f"no job {job_id}", field="job_id")
         return JobStore._view(job_id, fields)
 
@@ -304,9 +307,9 @@ class AsyncJobWaiter:
                                          socket_connect_timeout=timeout_s)
         return cls(client, poll_s)
 
-    async def get(self, job_id: str, tenant_id: str) -> JobView:
+    async def get(self, job_id: str, tenant_id: str, user_id: str | None = None) -> JobView:
         raw = await self._r.hgetall(job_key(job_id))
-        return JobStore.view_of(job_id, raw, tenant_id)
+        return JobStore.view_of(job_id, raw, tenant_id, user_id)
 
     async def states(self, job_ids: Sequence[str], tenant_id: str) -> dict[str, str | None]:
         """Each job's status, in one round trip; None for a job that is not this tenant's

@@ -115,7 +115,8 @@ class MemoryWriter:
 
     def ingest(self, cmd: IngestCommand, job_id: str) -> dict[str, Any]:
         candidates = candidates_for(cmd)
-        results = self.write(cmd.owner, cmd.scope, cmd.project, candidates, job_id)
+        results = self.write(cmd.owner, cmd.scope, cmd.project, candidates, job_id,
+                             actor=cmd.actor)
         return summarize(results, cmd.extract.value)
 
     def save(self, cmd: SaveCommand, job_id: str) -> dict[str, Any]:
@@ -126,7 +127,8 @@ class MemoryWriter:
             key=cmd.key, thread_id=cmd.thread_id, metadata=dict(cmd.metadata or {}),
             expires_at=cmd.expires_at,
         )
-        [result] = self.write(cmd.owner, cmd.scope, cmd.project, [candidate], job_id)
+        [result] = self.write(cmd.owner, cmd.scope, cmd.project, [candidate], job_id,
+                              actor=cmd.actor)
         return result.to_save_result().to_json()
 
     def update(self, cmd: UpdateCommand, job_id: str) -> dict[str, Any]:
@@ -153,11 +155,12 @@ class MemoryWriter:
             sparse = keyword_vector(after.content)
             self.writes.upsert(owner, [PointData(after.id, after.to_payload(), dense, sparse,
                                                  parts)])
-            self._audit(owner, after.id, AuditKind.UPDATE, before.content, after.content, job_id)
+            self._audit(owner, after.id, AuditKind.UPDATE, before.content, after.content, job_id,
+                        cmd.actor)
         return {"outcome": "updated", "memory": MemoryView.of(after).model_dump(mode="json")}
 
     def delete(self, cmd: DeleteCommand, job_id: str) -> dict[str, Any]:
-        found = self.delete_versions(cmd.owner, cmd.memory_id, job_id)
+        found = self.delete_versions(cmd.owner, cmd.memory_id, job_id, cmd.actor)
         return {"deleted": 1 if found else 0, "ids": [cmd.memory_id] if found else []}
 
     def delete_versions(
@@ -292,7 +295,9 @@ class MemoryWriter:
         candidates: Sequence[Candidate],
         job_id: str,
         vectors: Sequence[MemoryVector] | None = None,
+        actor: str | None = None,
     ) -> list[WriteResult]:
+        """`actor`: who the audit events name (the command's; None: "system")."""
         if not candidates:
             return []
         # Every write path ends here, so nothing is stored unredacted: explicit saves and
@@ -319,7 +324,8 @@ class MemoryWriter:
                 results.append(result)
             # One upsert and one audit append for the whole job, still under the lock.
             self.writes.upsert(owner, pending.points)
-            self.audit.append_audit(pending.events)
+            self.audit.append_audit([e.model_copy(update={"actor": actor}) for e in pending.events]
+                                    if actor else pending.events)
         return results
 
     def _next_thread_seq(self, owner: Owner, threads: set[str | None]) -> dict[str | None, int]:

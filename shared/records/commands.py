@@ -22,6 +22,9 @@ class Command(BaseModel):
     user_id: str
     request_id: str | None = None
     received_at: datetime
+    # Who asked, for the audit trail: `api:<key id>` or `mcp:<key id>` (api/deps.py);
+    # None for commands queued by an earlier version (audited as "system").
+    actor: str | None = None
 
     @property
     def owner(self) -> Owner:

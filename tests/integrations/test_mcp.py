@@ -115,9 +115,11 @@ async def scenario(session: ClientSession, others: list[ClientSession], user: st
     assert memory_id in [h["memory"]["id"] for h in hits]
     assert 0 <= hits[0]["score"] <= 1
 
-    turn = await settled(session, await call(session, "add_memory", thread_id="t1", messages=[
+    turn_answer = await call(session, "add_memory", thread_id="t1", messages=[
         {"role": "user", "content": "My favourite food is hotpot"},
-        {"role": "assistant", "content": "Noted!"}]))
+        {"role": "assistant", "content": "Noted!"}])
+    turn_job = turn_answer["job_id"]
+    turn = await settled(session, turn_answer)
     assert [m["content"] for m in turn["memories"]] == ["User's favourite food is hotpot"]
     food = (await call(session, "search_memories", query="what food do I like?"))["results"]
     assert food[0]["memory"]["id"] == turn["memories"][0]["id"]
@@ -131,6 +133,8 @@ async def scenario(session: ClientSession, others: list[ClientSession], user: st
     assert "Munich" in current["content"]
     assert [e["event"] for e in history["events"]][:1] == ["ADD"], history
     assert "UPDATE" in {e["event"] for e in history["events"]}
+    # Tool writes are audited as the tool's key, not "system" (as on 204bae7).
+    assert all(e["actor"].startswith("mcp:") for e in history["events"]), history
 
     # Bad arguments: memoryd's code and the tool's field name, and nothing changes.
     assert (await refused(session, "search_memories", query="x", limit=0)).startswith(
@@ -143,14 +147,31 @@ async def scenario(session: ClientSession, others: list[ClientSession], user: st
     for confirm in ({}, {"confirm": "yes"}, {"confirm": "delete all memories"}):
         assert (await refused(session, "delete_all_memories", **confirm)).startswith(
             "invalid_input (field confirm):")
+    # A wrong type, and an argument the tool does not have, in the same form.
+    assert (await refused(session, "search_memories", query="x", limit="many")).startswith(
+        "invalid_input (field limit):")
+    assert (await refused(session, "list_memories", user_id="someone")).startswith(
+        "invalid_input (field user_id):")
+    # Ids are ids: `..` never reaches another route (on 204bae7 `../webhooks/<id>` deleted
+    # the tenant's webhook and `../users` listed the tenant's users).
+    for tool, bad in (("delete_memory", "../webhooks/wh_0123456789abcdef"),
+                      ("get_memory", "../users"), ("memory_history", "a/b"),
+                      ("update_memory", "..")):
+        assert (await refused(session, tool, memory_id=bad)).startswith(
+            "invalid_input (field memory_id):"), tool
+    assert (await refused(session, "job_status", job_id="../memories")).startswith(
+        "invalid_input (field job_id):")
     assert len((await call(session, "list_memories", limit=10))["items"]) == len(listed)
 
     # Tenancy: neither another tenant's key nor another user of this key sees anything.
     for other in others:
         assert (await call(other, "search_memories", query="where do I live?"))["results"] == []
-        # A model that names a user gets its own user anyway: the argument is not the SDK's.
-        assert (await call(other, "search_memories", query="where do I live?",
-                           user_id=user))["results"] == []
+        # A model that names a user is refused: the user is the transport's, not an argument.
+        assert (await refused(other, "search_memories", query="where do I live?",
+                              user_id=user)).startswith("invalid_input (field user_id):")
+        # Nor is another user's job readable (on 204bae7 it returned its content).
+        assert (await refused(other, "job_status", job_id=turn_job)).startswith(
+            "not_found (field job_id):")
         assert (await call(other, "list_memories"))["items"] == []
         assert (await refused(other, "get_memory", memory_id=current["id"])).startswith(
             "not_found")
@@ -258,6 +279,9 @@ def test_http_scopes_are_the_rest_apis(stack: Any, base_url: str) -> None:
 
     async def main() -> None:
         async with http_session(base_url, key, user) as session:
+            # Only the tools this key may call are listed.
+            listed = {t.name for t in (await session.list_tools()).tools}
+            assert listed == READS
             assert (await call(session, "search_memories", query="anything"))["results"] == []
             assert (await refused(session, "add_memory", text="I like tea")).startswith(
                 "forbidden (field scope):")

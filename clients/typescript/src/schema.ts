@@ -2507,7 +2507,10 @@ export interface operations {
     };
     get_job_v1_jobs__job_id__get: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description only this user's job: another user's job (or a job of no user) answers 404, as an unknown id does; the MCP tools always pass it */
+                user_id?: string | null;
+            };
             header?: never;
             path: {
                 job_id: string;

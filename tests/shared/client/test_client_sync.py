@@ -128,3 +128,45 @@ def test_stack_down_is_connection_failed() -> None:
     with pytest.raises(ConnectionFailed) as down:
         MemorydClient(f"http://127.0.0.1:{free_port()}", "k").search("u", "q")
     assert down.value.code == "unreachable" and "not reachable" in down.value.message
+
+
+def test_ids_are_checked_before_they_reach_a_path(
+    stack: Any, base_url: str, user: str,
+) -> None:
+    """On 204bae7 an id went into the path as given and `..` collapsed: forgetting
+    `../webhooks/<id>` deleted the tenant's webhook, getting `../users` listed its users.
+    Now such an id is refused before any request, naming the argument; and a job is read
+    for one user only when asked."""
+    from shared.client import InvalidArgument
+    from shared.tenancy.api_keys import ALL_SCOPES, ApiKeyStore
+
+    tenant = f"ids-{user[-8:]}"
+    key, _ = ApiKeyStore(stack.runtime.redis).create(tenant, ALL_SCOPES, "ids test")
+    with MemorydClient(base_url, key) as client:
+        hook = client.create_webhook("http://127.0.0.1:9/hook", ["memory.added"])
+        try:
+            for call, field in (
+                    (lambda: client.forget(user, f"../webhooks/{hook.id}"), "memory_id"),
+                    (lambda: client.get(user, "../users"), "memory_id"),
+                    (lambda: client.history(user, "a/b"), "memory_id"),
+                    (lambda: client.update(user, "..", content="x"), "memory_id"),
+                    (lambda: client.job("../memories"), "job_id"),
+                    (lambda: client.delete_webhook("../webhooks"), "webhook_id"),
+                    (lambda: client.webhook_deliveries("%2e%2e"), "webhook_id")):
+                with pytest.raises(InvalidArgument) as refused:
+                    call()
+                assert refused.value.code == "invalid_input" and refused.value.field == field
+            assert [h.id for h in client.list_webhooks().items] == [hook.id]
+            # A job is its user's: another user's id reads as unknown.
+            saved = client.save(user, "I keep bees", wait=20)
+            assert isinstance(saved, SaveResult) and saved.memory is not None
+            # A REST write is audited as its key (`api:<key id>`), not "system".
+            [added] = client.history(user, saved.memory.id).events
+            assert added.actor.startswith("api:key_"), added
+            job = client.save(user, "I keep two hives")
+            assert isinstance(job, JobAccepted)
+            assert client.job(job.job_id, user_id=user).job_id == job.job_id
+            with pytest.raises(NotFound):
+                client.job(job.job_id, user_id=f"{user}-other")
+        finally:
+            client.delete_webhook(hook.id)
