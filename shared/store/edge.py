@@ -176,6 +176,13 @@ RETIRE_AFTER_S = 1.0
 _COPY_PAGE = 2000
 
 
+def _undecodable(exc: Exception) -> bool:
+    """The engine could read the point's bytes but not decode its payload (the binding
+    raises plain Exceptions: "Failed to decode value: ... recursion limit exceeded")."""
+    text = str(exc).lower()
+    return "decode" in text or "deserializ" in text or "recursion limit" in text
+
+
 def settle_compaction(path: Path) -> None:
     """Finish or undo a compaction a crash interrupted: a complete copy replaces the
     shard, an incomplete one and the replaced files are removed."""
@@ -345,6 +352,8 @@ class EdgeStore(Store):
             try:
                 [whole] = old.retrieve([record.id], True, False)
             except Exception as exc:  # noqa: BLE001  (no payload text in the log)
+                if not _undecodable(exc):
+                    raise  # anything else fails the compaction; the old shard stays whole
                 unreadable.append(str(record.id))
                 log.warning("edge_point_unreadable", shard=shard, point_id=str(record.id),
                             error=type(exc).__name__)
