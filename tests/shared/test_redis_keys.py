@@ -12,11 +12,11 @@ from conftest import redis_db_url
 from shared.jobs.forgetting import ForgetSpan, record_forget, scrub_jobs
 from shared.jobs.job_store import JobStore
 from shared.jobs.pending import pending_key
-from shared.platform.errors import InvalidInput
+from shared.platform.errors import ConfigurationError, InvalidInput
 from shared.platform.redis_keys import LUA_KEY_PART, key_part, redis_key
 from shared.records.models import Owner
 from shared.tenancy.api_keys import ApiKeyStore
-from shared.tenancy.auth import tenant_problem
+from shared.tenancy.auth import parse_api_keys, tenant_problem
 
 # Tenant `tenant-one`'s user `eu:bob`, and tenant `tenant-one:eu`'s user `bob`.
 OUTER = Owner(tenant_id="tenant-one", user_id="eu:bob")
@@ -90,5 +90,7 @@ def test_a_tenant_name_with_a_colon_is_refused(client: redis.Redis) -> None:
         store.create("tenant-one:eu", frozenset(), None)
     assert refused.value.field == "tenant" and "tenant-one:eu" in refused.value.message
     assert tenant_problem("tenant-one") is None
+    with pytest.raises(ConfigurationError, match="tenant-one:eu"):
+        parse_api_keys("k1=tenant-one,k2=tenant-one:eu")
     for bad in ("tenant one", "a,b", "a=b", "", "-lead", "\u202eadmin", "a" * 65, "(operator)"):
         assert tenant_problem(bad) is not None, bad
