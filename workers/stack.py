@@ -80,7 +80,7 @@ class EmbeddedStack:
 
     def prepare(self) -> StackInfo:
         """Everything but the HTTP server: Redis, store, worker."""
-        configure_logging(self.settings.log_level, self.settings.log_json)
+        configure_logging(self.settings.log_level, self.settings.log_json_choice)
         make_private_dir(self.settings.data_dir)
         # A Redis of its own gets a password kept in the data directory (0600).
         self.redis = ensure_redis(
