@@ -108,6 +108,22 @@ def _decode(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+def scheduled_by_task(unacked: Iterable[bytes | str], now: float) -> dict[str, int]:
+    """Of kombu's `unacked` hash values (`[message, exchange, routing_key]` JSON), how many
+    carry an ETA after `now` (a countdown a worker holds), by task name."""
+    held: dict[str, int] = {}
+    for value in unacked:
+        try:
+            headers = json.loads(value)[0].get("headers") or {}
+            eta = headers.get("eta")
+            if eta and datetime.fromisoformat(eta).timestamp() > now:
+                task = str(headers.get("task") or "?")
+                held[task] = held.get(task, 0) + 1
+        except (ValueError, TypeError, IndexError, AttributeError):
+            continue  # not a Celery message: counted in unacked only
+    return held
+
+
 def queue_keys(queue: str) -> list[str]:
     """kombu's Redis transport keeps one list per queue and priority step."""
     return [queue, *(f"{queue}\x06\x16{p}" for p in (3, 6, 9))]
@@ -243,18 +259,7 @@ class StackCollector(Collector):
         except RedisError as exc:
             log.warning("metrics_redis_unreachable", error=str(exc))
             return None
-        now = time.time()
-        held: dict[str, int] = {}
-        for value in values:
-            try:
-                headers = json.loads(value)[0].get("headers") or {}
-                eta = headers.get("eta")
-                if eta and datetime.fromisoformat(eta).timestamp() > now:
-                    task = str(headers.get("task") or "?")
-                    held[task] = held.get(task, 0) + 1
-            except (ValueError, TypeError, IndexError, AttributeError):
-                continue  # not a Celery message: counted in unacked only
-        return held
+        return scheduled_by_task(values, time.time())
 
     def _stored(self) -> int | None:
         ttl = self.count_ttl_s
