@@ -51,7 +51,7 @@ def main_options(
 ) -> None:
     """memoryd: long-term memory for chat agents."""
     if env_file is not None:
-        if not env_file.is_file():
+        if not env_file.is_file() and str(env_file) != os.devnull:
             console.print(f"[red]--env-file {env_file}: no such file[/red]", highlight=False)
             raise typer.Exit(2)
         # Through the environment: every Settings() of this process, and the processes it

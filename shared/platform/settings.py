@@ -39,10 +39,13 @@ def default_data_dir() -> Path:
 
 def env_file_path() -> Path | None:
     """The dotenv file settings are read from: `$MEMORYD_ENV_FILE` when set (a file that
-    does not exist raises `FileNotFoundError`, since the user named it), else `.env` in the
-    working directory when there is one, else None. Read at every `Settings()`, so a
-    process that changes directory or the variable sees the change."""
+    does not exist raises `FileNotFoundError`, since the user named it; `/dev/null` names
+    none), else `.env` in the working directory when there is one, else None. Read at
+    every `Settings()`, so a process that changes directory or the variable sees the
+    change."""
     named = os.environ.get(ENV_FILE_VARIABLE, "").strip()
+    if named == os.devnull:  # `--env-file /dev/null`: no file, not even ./.env
+        return None
     if named:
         path = Path(named).expanduser()
         if not path.is_file():

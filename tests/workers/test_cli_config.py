@@ -102,6 +102,11 @@ def test_env_file_option_and_variable_name_another_file(tmp_path: Path) -> None:
     assert rows["MEMORYD_SEARCH_DEPTH"] == {"name": "MEMORYD_SEARCH_DEPTH", "value": 333,
                                             "source": "env"}
 
+    # /dev/null: no file at all, not even ./.env.
+    report = config_json("--env-file", os.devnull, cwd=here)
+    assert report["env_file"] is None
+    assert by_name(report)["MEMORYD_SEARCH_DEPTH"]["source"] == "default"
+
     missing = memoryd("--env-file", str(tmp_path / "nope.env"), "config", cwd=here)
     assert missing.returncode == 2 and "nope.env: no such file" in missing.stdout
     named = memoryd("status", cwd=here, env={"MEMORYD_ENV_FILE": str(tmp_path / "gone")})
