@@ -80,38 +80,6 @@ def _settings(**overrides: object) -> Settings:
 
 
 @app.command()
-def config(
-    as_json: cli_commands.AsJson = False,
-    changed: Annotated[bool, typer.Option(
-        "--changed", help="only the settings that are not at their default")] = False,
-) -> None:
-    """The effective settings, secrets masked, and where each came from: the environment
-    (env), the dotenv file (its path), or the default."""
-    settings = _settings()
-    rows = [r for r in describe(settings) if not changed or r.source != "default"]
-    path = env_file_path()
-    if as_json:
-        cli_commands.out.print_json(json.dumps({
-            "env_file": None if path is None else str(path),
-            "settings": [{"name": r.variable, "value": r.value, "source": r.source}
-                         for r in rows]}, default=str))
-        return
-    from rich.table import Table
-
-    where = str(path) if path is not None else (
-        f"none (no ./.env here; --env-file or {ENV_FILE_VARIABLE} names one)")
-    cli_commands.out.print(f"dotenv file: {where}", highlight=False)
-    table = Table("setting", "value", "source")
-    table.columns[0].no_wrap = True
-    table.columns[1].overflow = "fold"
-    table.columns[2].overflow = "fold"
-    for r in rows:
-        value = "" if r.value is None else str(r.value)
-        table.add_row(r.variable, value, r.source)
-    cli_commands.out.print(table)
-
-
-@app.command()
 def up(
     host: Annotated[str | None, typer.Option(help="bind address (default 127.0.0.1)")] = None,
     port: Annotated[int | None, typer.Option(help="HTTP port (default 8420)")] = None,
@@ -401,7 +369,7 @@ def mcp(
     from shared.integrations.mcp_stdio import serve_stdio
     from shared.platform.logs import configure_logging
     from shared.records.schemas import Identifier
-    from workers.cli_ops import resolve_target
+    from workers.cli_ops import missing_key_message, resolve_target
 
     settings = _settings()
     try:
@@ -410,9 +378,44 @@ def mcp(
         cli_commands.err.print(f"invalid --user: {exc.errors()[0]['msg']}", highlight=False)
         raise typer.Exit(2) from exc
     target = resolve_target(url, key, data_dir)
+    if target.key is None:
+        cli_commands.err.print(f"error: {missing_key_message(target)}", highlight=False)
+        raise typer.Exit(1)
     configure_logging(settings.log_level, settings.log_json_choice)  # to stderr: stdout is MCP's
     anyio.run(functools.partial(serve_stdio, target.url, target.key, user,
                                 wait_s=settings.mcp_wait_s))
+
+
+@app.command()
+def config(
+    as_json: cli_commands.AsJson = False,
+    changed: Annotated[bool, typer.Option(
+        "--changed", help="only the settings that are not at their default")] = False,
+) -> None:
+    """The effective settings, secrets masked, and where each came from: the environment
+    (env), the dotenv file (its path), or the default."""
+    settings = _settings()
+    rows = [r for r in describe(settings) if not changed or r.source != "default"]
+    path = env_file_path()
+    if as_json:
+        cli_commands.out.print_json(json.dumps({
+            "env_file": None if path is None else str(path),
+            "settings": [{"name": r.variable, "value": r.value, "source": r.source}
+                         for r in rows]}, default=str))
+        return
+    from rich.table import Table
+
+    where = str(path) if path is not None else (
+        f"none (no ./.env here; --env-file or {ENV_FILE_VARIABLE} names one)")
+    cli_commands.out.print(f"dotenv file: {where}", highlight=False)
+    table = Table("setting", "value", "source")
+    table.columns[0].no_wrap = True
+    table.columns[1].overflow = "fold"
+    table.columns[2].overflow = "fold"
+    for r in rows:
+        value = "" if r.value is None else str(r.value)
+        table.add_row(r.variable, value, r.source)
+    cli_commands.out.print(table)
 
 
 def main() -> None:
