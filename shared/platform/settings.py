@@ -51,7 +51,10 @@ def env_file_path() -> Path | None:
         if not path.is_file():
             raise FileNotFoundError(f"{ENV_FILE_VARIABLE} names {path}, which is not a file")
         return path.resolve()
-    local = Path.cwd() / ".env"
+    try:
+        local = Path.cwd() / ".env"
+    except OSError:  # the working directory was removed: there is no ./.env
+        return None
     return local if local.is_file() else None
 
 
