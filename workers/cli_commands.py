@@ -166,8 +166,8 @@ def status(url: Url = None, key: Key = None, data_dir: DataDir = None,
             lines.append("  metrics: protected; pass --metrics-token or MEMORYD_METRICS_TOKEN")
     code = 0 if report["status"] == "ready" else 1
     if summary is not None:
-        report.update(queues=summary.queues, running_or_reserved=summary.unacked -
-                      summary.scheduled, scheduled=summary.scheduled_by_task,
+        report.update(queues=summary.queues, running_or_reserved=summary.running_or_reserved,
+                      scheduled=summary.scheduled_by_task,
                       failed_jobs=summary.failed_jobs, failures_by_task=summary.failures_by_task,
                       stored_memories=summary.stored)
     if as_json:
@@ -183,7 +183,7 @@ def status(url: Url = None, key: Key = None, data_dir: DataDir = None,
     # A worker takes a message off its queue when it starts it, or, for a task sent with a
     # countdown (a retry's backoff, the batched access-count flush), as soon as it is sent,
     # and holds it unacknowledged until it is due: those are counted apart, by task.
-    table.add_row("(taken: running or reserved)", str(summary.unacked - summary.scheduled))
+    table.add_row("(taken: running or reserved)", str(summary.running_or_reserved))
     for task, count in sorted(summary.scheduled_by_task.items()):
         table.add_row(f"(taken: held for a countdown) {task}", str(count))
     out.print(table)

@@ -267,6 +267,12 @@ class StackStatus:
     def scheduled(self) -> int:
         return sum(self.scheduled_by_task.values())
 
+    @property
+    def running_or_reserved(self) -> int:
+        """The unacknowledged messages not held for a countdown (the two are read one after
+        the other at scrape, so never below 0)."""
+        return max(0, self.unacked - self.scheduled)
+
 
 def summarize_metrics(text: str) -> StackStatus:
     status = StackStatus()
