@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -12,7 +14,7 @@ from rich.console import Console
 
 from shared.platform.errors import AppError
 from shared.platform.logs import mask_url_passwords
-from shared.platform.settings import Settings
+from shared.platform.settings import ENV_FILE_VARIABLE, Settings, describe, env_file_path
 from workers import cli_commands, cli_webhooks
 
 if TYPE_CHECKING:
@@ -22,14 +24,57 @@ app = typer.Typer(help="memoryd: long-term memory for chat agents.", no_args_is_
 console = Console(stderr=False)
 
 
+def package_version() -> str:
+    """The installed distribution's version (pyproject.toml's, through its metadata)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("memoryd")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "0+unknown"
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"memoryd {package_version()}", highlight=False)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main_options(
+    env_file: Annotated[Path | None, typer.Option(
+        "--env-file", help="read settings from this dotenv file instead of ./.env "
+        f"(or set {ENV_FILE_VARIABLE}); MEMORYD_* environment variables win over it")] = None,
+    version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_version, help="print the version and exit")
+    ] = False,
+) -> None:
+    """memoryd: long-term memory for chat agents."""
+    if env_file is not None:
+        if not env_file.is_file() and str(env_file) != os.devnull:
+            console.print(f"[red]--env-file {env_file}: no such file[/red]", highlight=False)
+            raise typer.Exit(2)
+        # Through the environment: every Settings() of this process, and the processes it
+        # starts (`bench`), read the same file.
+        os.environ[ENV_FILE_VARIABLE] = str(env_file.resolve())
+    try:
+        env_file_path()
+    except FileNotFoundError as exc:
+        console.print(f"[red]{exc}[/red]", highlight=False)
+        raise typer.Exit(2) from exc
+
+
 def _settings(**overrides: object) -> Settings:
     try:
         base = Settings()
     except ValidationError as exc:
-        # A bad MEMORYD_* variable: name it and what it should be, not a traceback.
+        # A bad MEMORYD_* variable: name it, where it was set, and what it should be.
+        where = env_file_path()
         for error in exc.errors():
             name = "MEMORYD_" + "_".join(str(part) for part in error["loc"]).upper()
-            console.print(f"[red]invalid setting {name}:[/red] {error['msg']}")
+            origin = "" if where is None or name in os.environ else f" (from {where})"
+            console.print(f"[red]invalid setting {name}{origin}:[/red] {error['msg']}",
+                          highlight=False)
         raise typer.Exit(2) from exc
     return base.model_copy(update={k: v for k, v in overrides.items() if v is not None})
 
@@ -81,7 +126,7 @@ def serve(
     from workers.bootstrap import get_runtime
     from workers.stack import dump_threads_on_sigusr1, exit_on_sigterm
 
-    configure_logging(settings.log_level, settings.log_json)
+    configure_logging(settings.log_level, settings.log_json_choice)
     if settings.store_backend != "qdrant":
         console.print(
             "[red]memoryd serve needs MEMORYD_QDRANT_URL[/red]; use 'memoryd up' for one process"
@@ -218,6 +263,7 @@ def keys_create(
     operator: Annotated[bool, typer.Option(
         "--operator", help="an operator key: store-wide routes only (/v1/admin/*), no tenant")
     ] = False,
+    as_json: cli_commands.AsJson = False,
 ) -> None:
     """Create a key and print it once (only its SHA-256 is kept)."""
     from shared.tenancy.api_keys import parse_scopes
@@ -232,6 +278,9 @@ def keys_create(
             key, info = store.create_operator(name)
         else:
             key, info = store.create(tenant, parse_scopes(scopes), name)
+        if as_json:
+            cli_commands.out.print_json(json.dumps({"key": key, **info.model_dump(mode="json")}))
+            return
         console.print(key, highlight=False, soft_wrap=True)
         console.print(f"id {info.id}, tenant {info.tenant}, scopes "
                       f"{','.join(info.scopes)}: store the key now, it is not shown again",
@@ -241,11 +290,15 @@ def keys_create(
 
 
 @keys_app.command("list")
-def keys_list() -> None:
+def keys_list(as_json: cli_commands.AsJson = False) -> None:
     """Every key made with `keys create`: id, prefix, tenant, scopes, created, revoked."""
 
     def run() -> None:
-        for info in _key_store().list():
+        infos = _key_store().list()
+        if as_json:
+            cli_commands.out.print_json(json.dumps([i.model_dump(mode="json") for i in infos]))
+            return
+        for info in infos:
             revoked = info.revoked_at.isoformat() if info.revoked_at else "-"
             console.print(
                 f"{info.id}\t{info.prefix}…\t{info.tenant}\t{','.join(info.scopes)}\t"
@@ -257,11 +310,15 @@ def keys_list() -> None:
 
 
 @keys_app.command("revoke")
-def keys_revoke(key_id: Annotated[str, typer.Argument(help="the id `keys list` shows")]) -> None:
+def keys_revoke(key_id: Annotated[str, typer.Argument(help="the id `keys list` shows")],
+                as_json: cli_commands.AsJson = False) -> None:
     """Revoke a key: the next request with it answers 401."""
 
     def run() -> None:
         info = _key_store().revoke(key_id)
+        if as_json:
+            cli_commands.out.print_json(info.model_dump_json())
+            return
         console.print(f"revoked {info.id} (tenant {info.tenant})", highlight=False)
 
     _keys_call(run)
@@ -270,6 +327,7 @@ def keys_revoke(key_id: Annotated[str, typer.Argument(help="the id `keys list` s
 @app.command()
 def erase(
     wait: Annotated[float, typer.Option(help="seconds to wait for it to finish")] = 600.0,
+    as_json: cli_commands.AsJson = False,
 ) -> None:
     """Compact now: forgotten text leaves the store's and Redis's files (a running stack's
     worker does it; MEMORYD_ERASURE_COMPACTION_S bounds it otherwise)."""
@@ -288,6 +346,9 @@ def erase(
             raise typer.Exit(1)
     finally:
         runtime.close()
+    if as_json:
+        cli_commands.out.print_json(json.dumps({"compacted": True}))
+        return
     console.print("compacted: forgotten text is gone from the store's and Redis's files")
 
 
@@ -308,7 +369,7 @@ def mcp(
     from shared.integrations.mcp_stdio import serve_stdio
     from shared.platform.logs import configure_logging
     from shared.records.schemas import Identifier
-    from workers.cli_ops import resolve_target
+    from workers.cli_ops import missing_key_message, resolve_target
 
     settings = _settings()
     try:
@@ -317,9 +378,44 @@ def mcp(
         cli_commands.err.print(f"invalid --user: {exc.errors()[0]['msg']}", highlight=False)
         raise typer.Exit(2) from exc
     target = resolve_target(url, key, data_dir)
-    configure_logging(settings.log_level, settings.log_json)  # to stderr: stdout is MCP's
+    if target.key is None:
+        cli_commands.err.print(f"error: {missing_key_message(target)}", highlight=False)
+        raise typer.Exit(1)
+    configure_logging(settings.log_level, settings.log_json_choice)  # to stderr: stdout is MCP's
     anyio.run(functools.partial(serve_stdio, target.url, target.key, user,
                                 wait_s=settings.mcp_wait_s))
+
+
+@app.command()
+def config(
+    as_json: cli_commands.AsJson = False,
+    changed: Annotated[bool, typer.Option(
+        "--changed", help="only the settings that are not at their default")] = False,
+) -> None:
+    """The effective settings, secrets masked, and where each came from: the environment
+    (env), the dotenv file (its path), or the default."""
+    settings = _settings()
+    rows = [r for r in describe(settings) if not changed or r.source != "default"]
+    path = env_file_path()
+    if as_json:
+        cli_commands.out.print_json(json.dumps({
+            "env_file": None if path is None else str(path),
+            "settings": [{"name": r.variable, "value": r.value, "source": r.source}
+                         for r in rows]}, default=str))
+        return
+    from rich.table import Table
+
+    where = str(path) if path is not None else (
+        f"none (no ./.env here; --env-file or {ENV_FILE_VARIABLE} names one)")
+    cli_commands.out.print(f"dotenv file: {where}", highlight=False)
+    table = Table("setting", "value", "source")
+    table.columns[0].no_wrap = True
+    table.columns[1].overflow = "fold"
+    table.columns[2].overflow = "fold"
+    for r in rows:
+        value = "" if r.value is None else str(r.value)
+        table.add_row(r.variable, value, r.source)
+    cli_commands.out.print(table)
 
 
 def main() -> None:

@@ -1,7 +1,10 @@
 """Operator commands of `memoryd` that talk to a running stack over HTTP, through the
 Python client: status, search, add, list, forget, history, export, import, reindex, bench.
 
-The logic lives in `workers/cli_ops.py`; this module parses options and prints.
+The logic lives in `workers/cli_ops.py`; this module parses options and prints. Tables
+show memory ids in their short form (`cli_ops.short_ids`), and every command that takes a
+memory id takes that form too (`cli_ops.resolve_memory_id`); `--json` prints what the API
+answered, full ids included.
 """
 
 from __future__ import annotations
@@ -34,9 +37,12 @@ from workers.cli_ops import (
     CliError,
     Target,
     jsonable,
+    missing_key_message,
     read_import_file,
+    resolve_memory_id,
     resolve_target,
     run_import,
+    short_ids,
     summarize_metrics,
 )
 
@@ -46,23 +52,36 @@ err = Console(stderr=True, soft_wrap=True)
 Url = Annotated[str | None, typer.Option(
     "--url", envvar="MEMORYD_URL", help="base URL (default http://127.0.0.1:8420)")]
 Key = Annotated[str | None, typer.Option(
-    "--key", envvar="MEMORYD_API_KEY", help="API key (default: <data-dir>/api-key)")]
+    "--key", envvar="MEMORYD_API_KEY",
+    help="API key (default: MEMORYD_API_KEY in .env, else <data-dir>/api-key)")]
 DataDir = Annotated[Path | None, typer.Option(
     "--data-dir", help="embedded stack's data dir, for its key file (default ~/.memoryd)")]
 User = Annotated[str, typer.Argument(help="user id")]
+MemoryId = Annotated[str, typer.Argument(
+    help="the memory's id, or its first characters as tables show them")]
 AsJson = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 
 OperatorKey = Annotated[str | None, typer.Option(
     "--key", envvar="MEMORYD_OPERATOR_KEY",
-    help="operator key (default: <data-dir>/operator-key)")]
+    help="operator key (default: MEMORYD_OPERATOR_KEY in .env, else <data-dir>/operator-key)")]
 
 
 @contextmanager
 def connected(url: str | None, key: str | None, data_dir: Path | None,
               operator: bool = False) -> Iterator[MemorydClient]:
     """A client for the stack, and one clear line instead of a traceback when it fails."""
-    target = resolve_target(url, key, data_dir, operator)
+    with session(resolve_target(url, key, data_dir, operator), operator) as client:
+        yield client
+
+
+@contextmanager
+def session(target: Target, operator: bool = False, need_key: bool = True
+            ) -> Iterator[MemorydClient]:
+    """`connected` for a target already resolved; `need_key=False` (status) goes on
+    without a key, for the routes that need none."""
+    if target.key is None and need_key:
+        fail(missing_key_message(target, operator), None)
     try:
         with MemorydClient(target.url, target.key, timeout=60) as client:
             yield client
@@ -84,7 +103,7 @@ def connected(url: str | None, key: str | None, data_dir: Path | None,
         fail(f"invalid input: {exc}", exc)
 
 
-def fail(message: str, cause: BaseException) -> None:
+def fail(message: str, cause: BaseException | None) -> None:
     err.print(f"[red]error:[/red] {message}", markup=True, highlight=False)
     raise typer.Exit(1) from cause
 
@@ -94,13 +113,17 @@ def _target_line(target: Target) -> str:
 
 
 def _memory_table(items: list[MemoryView], scores: list[float] | None = None) -> Table:
+    """Ids in their short form, never wrapped: a copied id is whole, and every command
+    that takes a memory id accepts it."""
     table = Table(show_lines=False)
     if scores is not None:
-        table.add_column("score", justify="right")
-    for name in ("id", "content", "type", "tags", "imp.", "occurred"):
+        table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("id", no_wrap=True)
+    for name in ("content", "type", "tags", "imp.", "occurred"):
         table.add_column(name, overflow="fold")
+    shown = short_ids([m.id for m in items])
     for i, m in enumerate(items):
-        row = [m.id, m.content if m.enabled else f"[dim]{m.content} (disabled)[/dim]",
+        row = [shown[m.id], m.content if m.enabled else f"[dim]{m.content} (disabled)[/dim]",
                m.type.value, ",".join(m.tags), str(m.importance),
                m.occurred_at.strftime("%Y-%m-%d %H:%M")]
         table.add_row(*([f"{scores[i]:.3f}"] if scores is not None else []), *row)
@@ -110,39 +133,65 @@ def _memory_table(items: list[MemoryView], scores: list[float] | None = None) ->
 def status(url: Url = None, key: Key = None, data_dir: DataDir = None,
            metrics_token: Annotated[str | None, typer.Option(
                envvar="MEMORYD_METRICS_TOKEN", help="bearer token for /metrics")] = None,
-           ) -> None:
-    """Is the stack up; queue depths per queue, failed jobs, stored memories."""
+           as_json: AsJson = False) -> None:
+    """Is the stack up; queue depths per queue, what workers hold, failed jobs, stored
+    memories."""
     target = resolve_target(url, key, data_dir)
-    with connected(url, key, data_dir) as client:
+    report: dict[str, Any] = {"url": target.url, "key_source": target.key_source}
+    lines: list[str] = []
+    with session(target, need_key=False) as client:
         ready = client.ready()
-        checks = ready.get("checks", {}) if isinstance(ready, dict) else {}
-        out.print(f"memoryd at {_target_line(target)}: [bold]{ready.get('status')}[/bold]")
-        for name, state in checks.items():
-            out.print(f"  {name}: {state}")
-        try:
-            client.job("status-probe")
-        except NotFound:
-            out.print("  API key: accepted")
-        except Unauthorized:
-            raise
-        except ApiError as exc:  # Redis down: the key cannot be checked, the rest can
-            out.print(f"  API key: not checked ({exc.code})")
+        report["status"] = ready.get("status") if isinstance(ready, dict) else None
+        report["checks"] = ready.get("checks", {}) if isinstance(ready, dict) else {}
+        lines.append(f"memoryd at {_target_line(target)}: [bold]{report['status']}[/bold]")
+        lines.extend(f"  {name}: {state}" for name, state in report["checks"].items())
+        if target.key is None:
+            report["api_key"] = "missing"
+            lines.append(f"  API key: none ({missing_key_message(target)})")
+        else:
+            try:
+                client.job("status-probe")
+            except NotFound:
+                report["api_key"] = "accepted"
+            except Unauthorized:
+                raise
+            except ApiError as exc:  # Redis down: the key cannot be checked, the rest can
+                report["api_key"] = f"not checked ({exc.code})"
+            lines.append(f"  API key: {report['api_key']}")
         try:
             summary = summarize_metrics(client.metrics(metrics_token))
         except Unauthorized:
-            out.print("  metrics: protected; pass --metrics-token or MEMORYD_METRICS_TOKEN")
-            raise typer.Exit(0 if ready.get("status") == "ready" else 1) from None
-        table = Table("queue", "waiting")
-        for queue, depth in sorted(summary.queues.items()):
-            table.add_row(queue, str(depth))
-        table.add_row("(delivered, not acked)", str(summary.unacked))
-        out.print(table)
-        failed = ", ".join(f"{t}: {n}" for t, n in sorted(summary.failures_by_task.items()))
-        out.print(f"failed jobs: {summary.failed_jobs}" + (f" ({failed})" if failed else ""))
-        if summary.stored is not None:
-            out.print(f"stored memories: {summary.stored}")
-    if ready.get("status") != "ready":
-        raise typer.Exit(1)
+            summary = None
+            report["metrics"] = "protected"
+            lines.append("  metrics: protected; pass --metrics-token or MEMORYD_METRICS_TOKEN")
+    code = 0 if report["status"] == "ready" else 1
+    if summary is not None:
+        report.update(queues=summary.queues, running_or_reserved=summary.running_or_reserved,
+                      scheduled=summary.scheduled_by_task,
+                      failed_jobs=summary.failed_jobs, failures_by_task=summary.failures_by_task,
+                      stored_memories=summary.stored)
+    if as_json:
+        out.print_json(jsonable(report))
+        raise typer.Exit(code)
+    for line in lines:
+        out.print(line, highlight=False)
+    if summary is None:
+        raise typer.Exit(code)
+    table = Table("queue", "waiting")
+    for queue, depth in sorted(summary.queues.items()):
+        table.add_row(queue, str(depth))
+    # A worker takes a message off its queue when it starts it, or, for a task sent with a
+    # countdown (a retry's backoff, the batched access-count flush), as soon as it is sent,
+    # and holds it unacknowledged until it is due: those are counted apart, by task.
+    table.add_row("(taken: running or reserved)", str(summary.running_or_reserved))
+    for task, count in sorted(summary.scheduled_by_task.items()):
+        table.add_row(f"(taken: held for a countdown) {task}", str(count))
+    out.print(table)
+    failed = ", ".join(f"{t}: {n}" for t, n in sorted(summary.failures_by_task.items()))
+    out.print(f"failed jobs: {summary.failed_jobs}" + (f" ({failed})" if failed else ""))
+    if summary.stored is not None:
+        out.print(f"stored memories: {summary.stored}")
+    raise typer.Exit(code)
 
 
 def search(user: User, query: Annotated[str, typer.Argument(help="what to look for")],
@@ -168,14 +217,17 @@ def add(user: User, text: Annotated[str, typer.Argument(help="the memory")],
         importance: Annotated[int, typer.Option(min=1, max=10)] = 5,
         key_name: Annotated[str | None, typer.Option(
             "--slot", help="a named slot: a later save under it replaces this one")] = None,
-        url: Url = None, key: Key = None, data_dir: DataDir = None) -> None:
+        as_json: AsJson = False, url: Url = None, key: Key = None,
+        data_dir: DataDir = None) -> None:
     """Save a memory and say whether it was added or already known."""
     fields: dict[str, Any] = {"tags": tag or [], "importance": importance}
     if key_name:
         fields["key"] = key_name
     with connected(url, key, data_dir) as client:
         result = client.save(user, text, wait=20, **fields)
-    if isinstance(result, JobAccepted):
+    if as_json:
+        out.print_json(result.model_dump_json(exclude_none=True))
+    elif isinstance(result, JobAccepted):
         out.print(f"queued as job {result.job_id} (still running)")
     elif isinstance(result, SaveResult) and result.outcome.value == "duplicate":
         out.print(f"already known (duplicate of {result.duplicate_of})")
@@ -201,34 +253,57 @@ def list_(user: User, limit: Annotated[int, typer.Option(min=1, max=200)] = 20,
 
 
 def forget(user: User,
-           memory_id: Annotated[str | None, typer.Argument(help="one memory")] = None,
+           memory_id: Annotated[str | None, typer.Argument(
+               help="one memory: its id, or its first characters as tables show them")] = None,
            thread: Annotated[str | None, typer.Option(help="every memory of a thread")] = None,
            before: Annotated[datetime | None, typer.Option(help="occurred before")] = None,
            after: Annotated[datetime | None, typer.Option(help="occurred after")] = None,
            all_: Annotated[bool, typer.Option("--all", help="every memory of the user")] = False,
-           url: Url = None, key: Key = None, data_dir: DataDir = None) -> None:
+           as_json: AsJson = False, url: Url = None, key: Key = None,
+           data_dir: DataDir = None) -> None:
     """Forget one memory, a thread, a time range, or everything of a user."""
     if memory_id is None and not (thread or before or after or all_):
         err.print("error: give a memory id, --thread, --before/--after or --all")
         raise typer.Exit(2)
     with connected(url, key, data_dir) as client:
         if memory_id is not None:
-            result = client.forget(user, memory_id, wait=30)
+            result = client.forget(user, resolve_memory_id(client, user, memory_id), wait=30)
         else:
             result = client.forget(user, thread_id=thread, before=before, after=after,
                                    all=all_, wait=30)
-    if isinstance(result, JobAccepted):
+    if as_json:
+        out.print_json(result.model_dump_json() if isinstance(result, JobAccepted)
+                       else jsonable(result))
+    elif isinstance(result, JobAccepted):
         out.print(f"queued as job {result.job_id} (still running)")
     else:
         out.print(f"forgotten: {result.get('deleted', 0)}")
 
 
-def history(user: User, memory_id: Annotated[str, typer.Argument(help="the memory")],
-            url: Url = None, key: Key = None, data_dir: DataDir = None) -> None:
-    """The audit trail of one memory (what changed, when, by which job)."""
+def history(user: User, memory_id: MemoryId, as_json: AsJson = False, url: Url = None,
+            key: Key = None, data_dir: DataDir = None) -> None:
+    """The audit trail of one memory (what changed, when, by which job), oldest first."""
     with connected(url, key, data_dir) as client:
-        found = client.history(user, memory_id)
-    out.print_json(found.model_dump_json())
+        found = client.history(user, resolve_memory_id(client, user, memory_id))
+    if as_json:
+        out.print_json(found.model_dump_json())
+        return
+    shown = short_ids(sorted({found.memory_id, *found.versions,
+                              *(e.memory_id for e in found.events)}))
+    versions = " → ".join(shown[v] for v in found.versions)
+    out.print(f"memory {shown[found.memory_id]}" +
+              (f", versions {versions} (oldest first)" if len(found.versions) > 1 else ""),
+              highlight=False)
+    table = Table()
+    for name in ("at", "event", "version", "job"):
+        table.add_column(name, no_wrap=True)
+    table.add_column("before → after", overflow="fold")
+    jobs = short_ids(sorted({e.job_id for e in found.events if e.job_id}))
+    for e in found.events:
+        change = " → ".join(part for part in (e.before, e.after) if part is not None)
+        table.add_row(e.at.strftime("%Y-%m-%d %H:%M:%S"), e.event, shown[e.memory_id],
+                      jobs.get(e.job_id or "", "-"), change or "-")
+    out.print(table)
 
 
 def export(user: User,
@@ -260,7 +335,8 @@ def import_(user: User, file: Annotated[Path, typer.Argument(help="JSONL, as exp
             checkpoint_file: Annotated[Path | None, typer.Option(
                 "--checkpoint", help="default: <file>.checkpoint")] = None,
             restart: Annotated[bool, typer.Option(help="ignore the checkpoint")] = False,
-            url: Url = None, key: Key = None, data_dir: DataDir = None) -> None:
+            as_json: AsJson = False, url: Url = None, key: Key = None,
+            data_dir: DataDir = None) -> None:
     """Import a JSONL file; resumable (a checkpoint records the last imported line)."""
     with connected(url, key, data_dir) as client:
         source = read_import_file(file)
@@ -271,6 +347,8 @@ def import_(user: User, file: Annotated[Path, typer.Argument(help="JSONL, as exp
         if checkpoint.done:
             err.print(f"{file} was already imported for {user} (checkpoint {path}); "
                       "use --restart to import it again")
+            if as_json:
+                out.print_json(jsonable({"already_imported": True, "checkpoint": str(path)}))
             return
         if checkpoint.line:
             err.print(f"resuming after line {checkpoint.line} (checkpoint {path})")
@@ -278,6 +356,9 @@ def import_(user: User, file: Annotated[Path, typer.Argument(help="JSONL, as exp
             task = bar.add_task("importing", total=len(source.lines))
             report = run_import(client, user, source, checkpoint, batch,
                                 lambda n: bar.advance(task, n))
+    if as_json:
+        out.print_json(jsonable({"records": report.records, "batches": report.batches,
+                                 "skipped": report.skipped, **report.counts}))
     counts = ", ".join(f"{n} {k}" for k, n in report.counts.items())
     err.print(f"imported {report.records} records in {report.batches} batches ({counts})"
               + (f"; {report.skipped} done before" if report.skipped else ""))
@@ -285,7 +366,8 @@ def import_(user: User, file: Annotated[Path, typer.Argument(help="JSONL, as exp
 
 def reindex(embedder: Annotated[str, typer.Option(help="the new embedder, e.g. use")],
             wait: Annotated[float, typer.Option(help="seconds to follow the job")] = 0,
-            url: Url = None, key: OperatorKey = None, data_dir: DataDir = None) -> None:
+            as_json: AsJson = False, url: Url = None, key: OperatorKey = None,
+            data_dir: DataDir = None) -> None:
     """Re-embed every memory with another embedder, with no downtime (server side).
 
     Store-wide: needs an operator key."""
@@ -294,11 +376,20 @@ def reindex(embedder: Annotated[str, typer.Option(help="the new embedder, e.g. u
             started = client.reindex(embedder=embedder)
         except NotFound as exc:
             fail("this server has no POST /v1/admin/reindex; upgrade the stack", exc)
-        out.print_json(jsonable(started))
         job_id = started.get("job_id") if isinstance(started, dict) else None
+        if as_json:
+            out.print_json(jsonable(started))
+        elif isinstance(started, dict):
+            out.print("\n".join(f"{k}: {v}" for k, v in started.items()), highlight=False)
         if wait > 0 and job_id:
-            out.print_json(client.wait(str(job_id), timeout=wait, operator=True)
-                           .model_dump_json())
+            job = client.wait(str(job_id), timeout=wait, operator=True)
+            if as_json:
+                out.print_json(job.model_dump_json())
+            else:
+                error = job.error or {}
+                out.print(f"job {job.job_id}: {job.status.value}" + (
+                    f" ({error.get('code')}: {error.get('message')})" if error else ""),
+                    highlight=False)
 
 
 def bench(ctx: typer.Context) -> None:

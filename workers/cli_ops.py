@@ -1,5 +1,6 @@
 """What the operator commands of `memoryd` do, apart from printing: find the stack and its
-key, read and check an import file, keep the import checkpoint, summarise /metrics."""
+key, shorten memory ids and resolve the short forms, read and check an import file, keep
+the import checkpoint, summarise /metrics."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pydantic import ValidationError
 
 from shared.client import MemorydClient
 from shared.memories.transfer import ImportRecord
-from shared.platform.settings import Settings
+from shared.platform.settings import Settings, env_file_path
 
 
 class CliError(Exception):
@@ -27,20 +28,39 @@ class CliError(Exception):
 class Target:
     url: str
     key: str | None
-    key_source: str
+    key_source: str  # where the key came from; with no key, every place looked at
+
+
+def dotenv_value(variable: str) -> str | None:
+    """`variable` as the dotenv file settings are read from gives it (`env_file_path`), for
+    the CLI's own variables (MEMORYD_URL, MEMORYD_API_KEY), which are not settings."""
+    from dotenv import dotenv_values
+
+    path = env_file_path()
+    if path is None:
+        return None
+    for name, value in dotenv_values(path, encoding="utf-8").items():
+        if name.upper() == variable and value:
+            return value
+    return None
 
 
 def resolve_target(url: str | None, key: str | None, data_dir: Path | None = None,
                    operator: bool = False) -> Target:
-    """`--url`/`MEMORYD_URL`, else the embedded stack's address from the settings;
-    `--key`/`MEMORYD_API_KEY`, else the embedded stack's key file in the data directory.
-    `operator`: the key is an operator key (`MEMORYD_OPERATOR_KEY`, `operator-key`)."""
+    """`--url`/`MEMORYD_URL` (the environment, then the dotenv file), else the embedded
+    stack's address from the settings; `--key`/`MEMORYD_API_KEY` (the same way), else the
+    embedded stack's key file in the data directory. `operator`: the key is an operator
+    key (`MEMORYD_OPERATOR_KEY`, `operator-key`)."""
     settings = Settings() if data_dir is None else Settings(data_dir=data_dir)
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
-    base = (url or f"http://{host}:{settings.port}").rstrip("/")
+    base = (url or dotenv_value("MEMORYD_URL") or f"http://{host}:{settings.port}").rstrip("/")
     variable = "MEMORYD_OPERATOR_KEY" if operator else "MEMORYD_API_KEY"
     if key:
         return Target(base, key, f"--key / {variable}")
+    dotenv = env_file_path()
+    from_file = dotenv_value(variable)
+    if from_file:
+        return Target(base, from_file, f"{variable} in {dotenv}")
     path = settings.operator_key_file if operator else settings.api_key_file
     try:
         found = path.read_text(encoding="utf-8").strip()
@@ -48,7 +68,59 @@ def resolve_target(url: str | None, key: str | None, data_dir: Path | None = Non
         found = ""
     if found:
         return Target(base, found, str(path))
-    return Target(base, None, f"none (give --key or set {variable})")
+    looked = ["--key", f"{variable} in the environment",
+              f"{variable} in {dotenv}" if dotenv else "a .env file here (there is none)",
+              f"{path} ({'empty' if path.exists() else 'no such file'})"]
+    return Target(base, None, ", ".join(looked))
+
+
+def missing_key_message(target: Target, operator: bool = False) -> str:
+    """One line for a command that needs a key and found none: where it looked, what to do."""
+    kind = "operator key" if operator else "API key"
+    variable = "MEMORYD_OPERATOR_KEY" if operator else "MEMORYD_API_KEY"
+    start = "" if operator else "; 'memoryd up' writes the key file of its data directory"
+    return (f"no {kind} found; looked at: {target.key_source}. Pass --key or set {variable}"
+            f"{start}")
+
+
+# ---- short ids ---------------------------------------------------------------------
+
+SHORT_ID = 8  # characters shown of a memory id in tables: 32 bits, as git's 7-8
+MIN_PREFIX = 4  # the fewest characters a command accepts for a memory id
+_FULL_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def short_ids(ids: list[str]) -> dict[str, str]:
+    """Each id's shortest form of at least SHORT_ID characters that no other id of `ids`
+    shares, so a table's ids fit one line and each names one memory."""
+    shown: dict[str, str] = {}
+    for memory_id in ids:
+        length = SHORT_ID
+        while length < len(memory_id) and any(
+                other != memory_id and other.startswith(memory_id[:length]) for other in ids):
+            length += 1
+        shown[memory_id] = memory_id[:length]
+    return shown
+
+
+def resolve_memory_id(client: MemorydClient, user_id: str, given: str) -> str:
+    """A full id as it is; else the one memory of the user whose id starts with `given`
+    (as git resolves a short hash). None or several: CliError saying which."""
+    text = given.strip().lower()
+    if _FULL_ID.match(text):
+        return text
+    if len(text) < MIN_PREFIX or not re.fullmatch(r"[0-9a-f-]+", text):
+        raise CliError(f"{given!r} is not a memory id: give the id, or at least its first "
+                       f"{MIN_PREFIX} characters as tables show them")
+    matches = [str(r["id"]) for r in client.export(user_id)
+               if str(r.get("id", "")).startswith(text)]
+    if not matches:
+        raise CliError(f"no memory of user {user_id!r} has an id starting with {given!r}")
+    if len(matches) > 1:
+        named = ", ".join(sorted(short_ids(matches).values())[:5])
+        raise CliError(f"the id prefix {given!r} is ambiguous: {len(matches)} memories of user "
+                       f"{user_id!r} start with it ({named}); give more characters")
+    return matches[0]
 
 
 # ---- import files ----------------------------------------------------------------
@@ -184,10 +256,22 @@ def samples(text: str) -> Iterator[tuple[str, dict[str, str], float]]:
 @dataclass
 class StackStatus:
     queues: dict[str, int] = field(default_factory=dict)
-    unacked: int = 0
+    unacked: int = 0  # delivered to a worker, not acknowledged: running, reserved or held
+    scheduled_by_task: dict[str, int] = field(default_factory=dict)  # held for a countdown
     failed_jobs: int = 0
     failures_by_task: dict[str, int] = field(default_factory=dict)
     stored: int | None = None
+
+
+    @property
+    def scheduled(self) -> int:
+        return sum(self.scheduled_by_task.values())
+
+    @property
+    def running_or_reserved(self) -> int:
+        """The unacknowledged messages not held for a countdown (the two are read one after
+        the other at scrape, so never below 0)."""
+        return max(0, self.unacked - self.scheduled)
 
 
 def summarize_metrics(text: str) -> StackStatus:
@@ -197,6 +281,8 @@ def summarize_metrics(text: str) -> StackStatus:
             status.queues[labels.get("queue", "?")] = int(value)
         elif name == "memoryd_tasks_unacked":
             status.unacked = int(value)
+        elif name == "memoryd_tasks_scheduled":
+            status.scheduled_by_task[labels.get("task", "?")] = int(value)
         elif name == "memoryd_task_failures_total":
             status.failures_by_task[labels.get("task", "?")] = int(value)
             status.failed_jobs += int(value)

@@ -58,19 +58,25 @@ def list_(url_: Url = None, key: Key = None, data_dir: DataDir = None,
 
 @app.command("remove")
 def remove(webhook_id: WebhookId, url_: Url = None, key: Key = None,
-           data_dir: DataDir = None) -> None:
+           data_dir: DataDir = None, as_json: AsJson = False) -> None:
     """Remove an endpoint and its delivery log."""
     with connected(url_, key, data_dir) as client:
         client.delete_webhook(webhook_id)
+    if as_json:
+        out.print_json(json.dumps({"removed": webhook_id}))
+        return
     out.print(f"removed {webhook_id}", highlight=False)
 
 
 @app.command("rotate-secret")
 def rotate_secret(webhook_id: WebhookId, url_: Url = None, key: Key = None,
-                  data_dir: DataDir = None) -> None:
+                  data_dir: DataDir = None, as_json: AsJson = False) -> None:
     """A new signing secret, printed once; the old one stops verifying at once."""
     with connected(url_, key, data_dir) as client:
         created = client.rotate_webhook_secret(webhook_id)
+    if as_json:
+        out.print_json(created.model_dump_json())
+        return
     out.print(f"secret: {created.secret}", highlight=False)
 
 

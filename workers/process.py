@@ -14,7 +14,7 @@ from workers.celery_app import app
 @setup_logging.connect
 def _structlog(**_: Any) -> None:
     settings = get_settings()
-    configure_logging(settings.log_level, settings.log_json)
+    configure_logging(settings.log_level, settings.log_json_choice)
 
 
 def worker_argv(concurrency: int, queues: str, loglevel: str, settings: Settings,

@@ -19,6 +19,7 @@ from shared.jobs.celery_app import create_app as create_celery_app
 from shared.jobs.names import QueueName, TaskName
 from shared.jobs.recovery import RunRecord, requeue_unacked
 from shared.platform.logs import configure_logging, get_logger
+from shared.platform.metrics import scheduled_by_task
 from shared.platform.private_dirs import make_private_dir
 from shared.platform.redis_runtime import RedisHandle, ensure_redis
 from shared.platform.settings import Settings
@@ -80,7 +81,7 @@ class EmbeddedStack:
 
     def prepare(self) -> StackInfo:
         """Everything but the HTTP server: Redis, store, worker."""
-        configure_logging(self.settings.log_level, self.settings.log_json)
+        configure_logging(self.settings.log_level, self.settings.log_json_choice)
         make_private_dir(self.settings.data_dir)
         # A Redis of its own gets a password kept in the data directory (0600).
         self.redis = ensure_redis(
@@ -210,6 +211,8 @@ class EmbeddedStack:
                                self.worker) if w is not None]
         self.llm_worker = self.bulk_worker = self.webhook_worker = self.worker = None
         if workers:
+            if self.runtime is not None:
+                self._log_held(self.runtime)
             stop_workers(workers, self.settings.worker_stop_grace_s + 30.0)
             if self.runtime is not None:
                 self._requeue_unfinished(self.runtime)
@@ -224,6 +227,21 @@ class EmbeddedStack:
             self.redis.stop()
             self.redis = None
         log.info("stack_stopped")
+
+    @staticmethod
+    def _log_held(runtime: Runtime) -> None:
+        """Name the messages the workers hold for a countdown before kombu gives them back
+        with its bare "Restoring N unacknowledged message(s)": on an idle stack, the
+        access-count flush a search scheduled (shared/retrieval/access.py)."""
+        try:
+            held = scheduled_by_task(runtime.redis.hvals("unacked"), time.time())
+        except RedisError:
+            return
+        if held:
+            log.info("held_for_countdown_requeued", tasks=held,
+                     note="tasks sent to run later go back to their queues now "
+                          "(kombu: 'Restoring N unacknowledged message(s)') and run when "
+                          "due after the next start")
 
     @staticmethod
     def _requeue_unfinished(runtime: Runtime) -> None:

@@ -1,4 +1,5 @@
-"""One base task sets the policy for every task (STYLE.md §4) and keeps job state current."""
+"""One base task sets the policy for every task (retries, time limits, acks, leases: the
+Task policy of docs/architecture.md) and keeps job state current."""
 
 from __future__ import annotations
 

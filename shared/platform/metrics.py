@@ -9,9 +9,11 @@ collectors.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime
 from typing import Any
 
 import redis
@@ -29,6 +31,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 TASKS_KEY = "memoryd:metrics:tasks"
 TASK_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 _SEP = "|"
+SCHEDULED_SCAN_MAX = 1000  # unacked messages read at scrape to find the held countdowns
 
 # The gateway's own metrics: one registry per process.
 PROCESS = CollectorRegistry(auto_describe=True)
@@ -103,6 +106,22 @@ def record_task(redis_client: Any, task: str, state: str, seconds: float | None)
 
 def _decode(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+def scheduled_by_task(unacked: Iterable[bytes | str], now: float) -> dict[str, int]:
+    """Of kombu's `unacked` hash values (`[message, exchange, routing_key]` JSON), how many
+    carry an ETA after `now` (a countdown a worker holds), by task name."""
+    held: dict[str, int] = {}
+    for value in unacked:
+        try:
+            headers = json.loads(value)[0].get("headers") or {}
+            eta = headers.get("eta")
+            if eta and datetime.fromisoformat(eta).timestamp() > now:
+                task = str(headers.get("task") or "?")
+                held[task] = held.get(task, 0) + 1
+        except (ValueError, TypeError, IndexError, AttributeError):
+            continue  # not a Celery message: counted in unacked only
+    return held
 
 
 def queue_keys(queue: str) -> list[str]:
@@ -211,6 +230,36 @@ class StackCollector(Collector):
         )
         unacked.add_metric([], float(lengths[-1]))
         yield from (depth, unacked)
+        held = self._scheduled(int(lengths[-1]))
+        if held is not None:
+            scheduled = GaugeMetricFamily(
+                "memoryd_tasks_scheduled", "Of the unacknowledged messages, those a worker "
+                "holds until their countdown (ETA) is due, by task", labels=("task",))
+            for task, count in sorted(held.items()):
+                scheduled.add_metric([task], float(count))
+            yield scheduled
+
+    def _scheduled(self, unacked: int) -> dict[str, int] | None:
+        """The unacknowledged messages whose ETA is still ahead, by task name.
+
+        A Celery worker takes a message sent with a countdown (a retry's backoff, the
+        batched access-count flush of shared/retrieval/access.py) as soon as it is sent
+        and holds it, unacknowledged, until it is due; on an idle stack that is the one
+        message `memoryd status` used to show as "delivered, not acked", and the one kombu
+        restores at shutdown ("Restoring 1 unacknowledged message(s)"). Read from kombu's
+        `unacked` hash (each value `[message, exchange, routing_key]`, the task name and
+        ETA in the message's headers); skipped above SCHEDULED_SCAN_MAX messages, so a
+        scrape stays cheap in a backlog."""
+        if unacked == 0:
+            return {}
+        if unacked > SCHEDULED_SCAN_MAX:
+            return None
+        try:
+            values = self._redis.hvals("unacked")
+        except RedisError as exc:
+            log.warning("metrics_redis_unreachable", error=str(exc))
+            return None
+        return scheduled_by_task(values, time.time())
 
     def _stored(self) -> int | None:
         ttl = self.count_ttl_s

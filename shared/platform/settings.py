@@ -1,23 +1,77 @@
-"""One typed settings object for every process (gateway, workers, CLI)."""
+"""One typed settings object for every process (gateway, workers, CLI).
+
+Values come from, first to last: arguments (the CLI's options), `MEMORYD_*` environment
+variables, then a dotenv file (`env_file_path`), then the defaults here. `describe` says
+which of them gave each value (`memoryd config`).
+"""
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+from dotenv import dotenv_values
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from shared.platform.logs import mask_url_passwords
 
 PLACEHOLDER_SECRETS = {"changeme", "change-me", "secret", "placeholder", "xxx"}
+
+
+ENV_PREFIX = "MEMORYD_"
+# Names the dotenv file to read instead of `./.env` (`memoryd --env-file` sets it, so the
+# processes the CLI starts read the same file). Not a setting: it says where settings are.
+ENV_FILE_VARIABLE = "MEMORYD_ENV_FILE"
 
 
 def default_data_dir() -> Path:
     return Path.home() / ".memoryd"
 
 
+def env_file_path() -> Path | None:
+    """The dotenv file settings are read from: `$MEMORYD_ENV_FILE` when set (a file that
+    does not exist raises `FileNotFoundError`, since the user named it; `/dev/null` names
+    none), else `.env` in the working directory when there is one, else None. Read at
+    every `Settings()`, so a process that changes directory or the variable sees the
+    change."""
+    named = os.environ.get(ENV_FILE_VARIABLE, "").strip()
+    if named == os.devnull:  # `--env-file /dev/null`: no file, not even ./.env
+        return None
+    if named:
+        path = Path(named).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"{ENV_FILE_VARIABLE} names {path}, which is not a file")
+        return path.resolve()
+    try:
+        local = Path.cwd() / ".env"
+    except OSError:  # the working directory was removed: there is no ./.env
+        return None
+    return local if local.is_file() else None
+
+
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="MEMORYD_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore",
+                                      env_file_encoding="utf-8")
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The dotenv file is chosen when the settings are built (env_file_path), not when the
+        # class is defined; the environment comes before it, so a variable always wins.
+        dotenv = DotEnvSettingsSource(settings_cls, env_file=env_file_path())
+        return init_settings, env_settings, dotenv, file_secret_settings
 
     env: Literal["development", "production"] = "development"
     data_dir: Path = Field(default_factory=default_data_dir)
@@ -153,7 +207,11 @@ class Settings(BaseSettings):
     failpoint_pause_s: float = Field(120.0, ge=0)
 
     log_level: str = "INFO"
-    log_json: bool | None = None  # None: JSON off a TTY, console on one
+    # Log lines on stderr: "json" (one object a line, for collectors), "console" (readable
+    # lines, structlog's console renderer), "auto": console when stderr is a terminal, else
+    # JSON. `log_json` is the former switch; when set it decides (true: json, false: console).
+    log_format: Literal["auto", "json", "console"] = "auto"
+    log_json: bool | None = None
 
     # Operations: /metrics (open unless a token is set; see metrics_open for server mode),
     # import limits.
@@ -298,6 +356,13 @@ class Settings(BaseSettings):
         return self
 
     @property
+    def log_json_choice(self) -> bool | None:
+        """What `configure_logging` takes: True JSON, False console, None decide by TTY."""
+        if self.log_json is not None:
+            return self.log_json
+        return {"json": True, "console": False, "auto": None}[self.log_format]
+
+    @property
     def store_backend(self) -> Literal["edge", "qdrant"]:
         return "qdrant" if (self.qdrant_url or self.qdrant_local_path) else "edge"
 
@@ -346,3 +411,48 @@ def _is_placeholder(secret: str) -> bool:
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings()
+
+
+@dataclass(frozen=True)
+class SettingShown:
+    """One line of `memoryd config`: the variable, its value as shown, where it came from."""
+
+    name: str  # the field, e.g. redis_url
+    variable: str  # MEMORYD_REDIS_URL
+    value: Any  # secrets "***", URL passwords masked; JSON-able
+    source: str  # "env", the dotenv file's path, "option" (a CLI option), or "default"
+
+
+def describe(settings: Settings, options: set[str] | frozenset[str] = frozenset(),
+             environ: dict[str, str] | None = None) -> list[SettingShown]:
+    """Every setting of `settings` with its source, secrets masked. `options`: the fields a
+    CLI option set. The sources are found the way `Settings()` reads them: a variable is
+    matched regardless of case, as pydantic-settings matches it."""
+    env = {k.upper(): v for k, v in (os.environ if environ is None else environ).items()}
+    path = env_file_path()
+    dotenv: dict[str, str | None] = {}
+    if path is not None:
+        dotenv = {k.upper(): v for k, v in dotenv_values(path, encoding="utf-8").items()}
+    shown: list[SettingShown] = []
+    for name in type(settings).model_fields:
+        variable = ENV_PREFIX + name.upper()
+        if name in options:
+            source = "option"
+        elif variable in env:
+            source = "env"
+        elif path is not None and variable in dotenv:
+            source = str(path)
+        else:
+            source = "default"
+        shown.append(SettingShown(name, variable, _shown(getattr(settings, name)), source))
+    return shown
+
+
+def _shown(value: Any) -> Any:
+    if isinstance(value, SecretStr):
+        return "***" if value.get_secret_value() else ""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, str):
+        return mask_url_passwords(value)
+    return value

@@ -227,7 +227,7 @@ def test_reindex_keeps_answering_and_keeps_writes(redis_url: str, tmp_path: Path
                          json={"content": "I am learning to play the double bass"}
                          ).status_code == 200
         # Back through the command line, as an operator would start it.
-        back = CliRunner().invoke(cli_app, ["reindex", "--embedder", "e5-small"],
+        back = CliRunner().invoke(cli_app, ["reindex", "--embedder", "e5-small", "--json"],
                                   env={"MEMORYD_URL": stack.base,
                                        "MEMORYD_OPERATOR_KEY": OPERATOR_KEY})
         assert back.exit_code == 0, back.output

@@ -399,8 +399,13 @@ def test_cli_adds_lists_shows_deliveries_and_removes(
     refused = runner.invoke(app, ["webhooks", "add", "http://169.254.169.254/", "-e",
                                   "job.succeeded"], env=env)
     assert refused.exit_code == 1 and "url_refused" in refused.output
-    removed = runner.invoke(app, ["webhooks", "remove", created["id"]], env=env)
+    rotated = runner.invoke(app, ["webhooks", "rotate-secret", created["id"], "--json"],
+                            env=env)
+    assert rotated.exit_code == 0, rotated.output
+    assert json.loads(rotated.output)["secret"] not in ("", created["secret"])
+    removed = runner.invoke(app, ["webhooks", "remove", created["id"], "--json"], env=env)
     assert removed.exit_code == 0, removed.output
+    assert json.loads(removed.output) == {"removed": created["id"]}
     assert created["id"] not in runner.invoke(app, ["webhooks", "list"], env=env).output
 
 

@@ -76,3 +76,20 @@ def test_create_operator_key(redis_server: str, monkeypatch: pytest.MonkeyPatch)
     assert as_scope.exit_code == 1 and "operator" in as_scope.output
     neither = runner.invoke(app, ["keys", "create"])
     assert neither.exit_code == 2
+
+
+def test_keys_as_json(redis_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    monkeypatch.setenv("MEMORYD_REDIS_URL", redis_db_url(redis_server, 11))
+    runner = CliRunner()
+    created = runner.invoke(app, ["keys", "create", "--tenant", "json-co", "--json"])
+    assert created.exit_code == 0, created.output
+    made = json.loads(created.output)
+    assert made["key"].startswith("mk_") and made["tenant"] == "json-co"
+    assert made["scopes"] == ["read", "write"] and made["revoked_at"] is None
+    listed = json.loads(runner.invoke(app, ["keys", "list", "--json"]).output)
+    mine = next(k for k in listed if k["id"] == made["id"])
+    assert "key" not in mine and made["key"] not in json.dumps(listed)
+    revoked = json.loads(runner.invoke(app, ["keys", "revoke", made["id"], "--json"]).output)
+    assert revoked["id"] == made["id"] and revoked["revoked_at"] is not None
