@@ -39,7 +39,8 @@ async def post_interaction(
             field="extract",
         )
     command = IngestCommand(tenant_id=tenant, user_id=req.user_id, request_id=request_id,
-                            received_at=utcnow(), request=req, extract=mode)
+                            received_at=utcnow(), request=req, extract=mode,
+                            episodes=req.extract is None)
     # LLM work has its own queue: a slow model never holds up raw or rules ingestion.
     task = TaskName.EXTRACT_LLM if mode is ExtractMode.LLM else TaskName.INGEST
     # One worker-thread hop for the Redis calls; an `async def` route also keeps FastAPI from

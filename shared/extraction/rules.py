@@ -18,7 +18,7 @@ from typing import Literal
 from shared.extraction import rules_patterns as p
 from shared.extraction.first_chars import may_start
 
-__all__ = ["RuleCandidate", "extract_rules"]
+__all__ = ["RuleCandidate", "extract_rules", "extract_rules_sourced"]
 
 MIN_CHARS = 4
 MAX_CHARS = 400
@@ -58,31 +58,49 @@ def extract_rules(
 
     `pace`, when given, runs the reading of each message (`TextPacer.run`).
     """
-    found: list[RuleCandidate] = []
-    seen: set[str] = set()
-    # A sentence said twice gives the same candidates twice: look at each once, so repeating
-    # one sentence costs a message nothing.
-    read: set[str] = set()
+    return [candidate for candidate, _ in extract_rules_sourced(texts, pace)]
 
-    def read_text(text: str) -> None:
+
+def extract_rules_sourced(
+    texts: Sequence[str], pace: Callable[[Callable[[], None]], None] | None = None
+) -> list[tuple[RuleCandidate, list[int]]]:
+    """`extract_rules`, each candidate with the positions in `texts` of the messages that
+    state it (a fact said in two messages names both: its provenance)."""
+    found: list[RuleCandidate] = []
+    origins: list[list[int]] = []
+    seen: dict[str, int] = {}
+    # A sentence said twice gives the same candidates twice: look at each once, so repeating
+    # one sentence costs a message nothing (it only adds the message to their origins).
+    read: dict[str, list[int]] = {}
+
+    def read_text(position: int, text: str) -> None:
         for sentence in _sentences(text):
             if sentence in read:
+                for index in read[sentence]:
+                    if position not in origins[index]:
+                        origins[index].append(position)
                 continue
-            read.add(sentence)
+            gave: list[int] = []
+            read[sentence] = gave
             for candidate in _from_sentence(sentence):
                 key = candidate.content.casefold()
                 if key not in seen:
-                    seen.add(key)
+                    seen[key] = len(found)
                     found.append(candidate)
+                    origins.append([])
+                index = seen[key]
+                gave.append(index)
+                if position not in origins[index]:
+                    origins[index].append(position)
 
-    for text in texts:
+    for position, text in enumerate(texts):
         if not isinstance(text, str):
             continue  # defensive: callers pass message contents straight from JSON
         if pace is None:
-            read_text(text)
+            read_text(position, text)
         else:
-            pace(partial(read_text, text))
-    return found
+            pace(partial(read_text, position, text))
+    return list(zip(found, origins, strict=True))
 
 
 # --- sentences and clauses ---------------------------------------------------------------

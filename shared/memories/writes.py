@@ -36,23 +36,27 @@ from shared.records.commands import (
     SaveCommand,
     UpdateCommand,
 )
-from shared.records.identity import content_hash, event_id, keyed_memory_id, memory_id
+from shared.records.identity import content_hash, event_id, keyed_memory_id, memory_id, turn_id
 from shared.records.models import (
     AuditEvent,
     AuditKind,
     DuplicateKind,
+    MemoryKind,
     MemoryRecord,
+    MemorySource,
     MemoryType,
     Owner,
     SaveOutcome,
     Scope,
     Source,
+    inferred_kind,
+    merge_sources,
     utcnow,
 )
 from shared.records.schemas import MemoryView, SaveResult
 from shared.retrieval.keywords import keyword_vector
 from shared.store import PointData
-from shared.store.conditions import Between, Condition, Match
+from shared.store.conditions import Between, Condition, Match, NoneOf
 
 
 @dataclass
@@ -113,9 +117,9 @@ class MemoryWriter:
     # ---- entry points (one per task) -----------------------------------------
 
     def ingest(self, cmd: IngestCommand, job_id: str) -> dict[str, Any]:
-        candidates = candidates_for(cmd)
+        candidates = candidates_for(cmd, job_id=job_id)
         results = self.write(cmd.owner, cmd.scope, cmd.project, candidates, job_id)
-        return summarize(results, cmd.extract.value)
+        return summarize(results, cmd.extract.value, cmd.episodes)
 
     def save(self, cmd: SaveCommand, job_id: str) -> dict[str, Any]:
         candidate = Candidate(
@@ -123,7 +127,9 @@ class MemoryWriter:
             occurred_at=cmd.occurred_at or cmd.received_at,
             source=cmd.source, importance=cmd.importance, tags=list(dict.fromkeys(cmd.tags)),
             key=cmd.key, thread_id=cmd.thread_id, metadata=dict(cmd.metadata or {}),
-            expires_at=cmd.expires_at,
+            expires_at=cmd.expires_at, kind=MemoryKind.NOTE,
+            sources=[MemorySource(thread_id=cmd.thread_id, job_id=job_id,
+                                  at=cmd.received_at)],
         )
         [result] = self.write(cmd.owner, cmd.scope, cmd.project, [candidate], job_id)
         return result.to_save_result().to_json()
@@ -241,7 +247,8 @@ class MemoryWriter:
                 importance=c.importance, confidence=c.confidence, source=c.source,
                 occurred_at=c.occurred_at, created_at=now, updated_at=now,
                 embedding_model=self.embedder.name, job_id=job_id, metadata=c.metadata,
-                supersedes=old.id,
+                supersedes=old.id, kind=c.kind or old.kind, sources=c.sources,
+                episodes=c.episodes,
             )
             self.writes.upsert(owner, [PointData(
                 record.id, record.to_payload(), vector.dense.tolist(),
@@ -302,20 +309,34 @@ class MemoryWriter:
         pending = _Pending()
         with self.locked(owner):
             refuse_forgotten(self.redis, owner, scope.value, project, candidates, job_id)
-            next_seq = self._next_thread_seq(owner, {c.thread_id for c in candidates})
+            next_seq = self._next_thread_seq(
+                owner, {c.thread_id for c in candidates if c.sequenced})
+            # The episode each message of this job became: the facts drawn from a message
+            # link to it (a fact's `episodes`).
+            episode_of: dict[int, str] = {}
             for candidate, vector in zip(candidates, vectors, strict=True):
-                result = self._write_one(
-                    owner, scope, project, candidate, vector, job_id,
-                    next_seq.get(candidate.thread_id) if candidate.thread_id else None,
-                    pending,
-                )
-                if candidate.thread_id and result.memory.thread_seq == next_seq.get(
-                    candidate.thread_id
-                ):
+                if candidate.kind is MemoryKind.FACT and not candidate.episodes:
+                    linked = [episode_of[s.message_index] for s in candidate.sources
+                              if s.message_index in episode_of]
+                    candidate = replace(candidate, episodes=list(dict.fromkeys(linked)))
+                seq = (next_seq.get(candidate.thread_id)
+                       if candidate.thread_id and candidate.sequenced else None)
+                result = self._write_one(owner, scope, project, candidate, vector, job_id, seq,
+                                         pending)
+                if seq is not None and result.memory.thread_seq == seq:
                     next_seq[candidate.thread_id] += 1
+                if candidate.turn_role is not None:
+                    for source in candidate.sources:
+                        if source.message_index is not None:
+                            episode_of[source.message_index] = result.memory.id
                 results.append(result)
-            # One upsert and one audit append for the whole job, still under the lock.
+            # One upsert and one audit append for the whole job, still under the lock; then
+            # the provenance that repeats added to memories stored before this job.
             self.writes.upsert(owner, pending.points)
+            for mid, (stored, current) in pending.patched.items():
+                self.writes.set_payload(owner, [mid], stored.payload_changes(
+                    sources=current.sources, episodes=current.episodes,
+                    updated_at=current.updated_at))
             self.audit.append_audit(pending.events)
         return results
 
@@ -354,6 +375,18 @@ class MemoryWriter:
                                                    pending)
                 if previous.content_hash == chash:
                     return self._duplicate(owner, previous, DuplicateKind.EXACT, job_id, pending)
+        elif c.turn_role is not None:
+            # A turn of the default extraction: the same turn posted again is one memory,
+            # which gains the repeat as another source (identity.turn_id).
+            point_id = turn_id(owner.tenant_id, owner.user_id, scope.value, project, c.thread_id,
+                               c.turn_role.value, chash, c.occurred_at.isoformat())
+            earlier = self._stored(owner, point_id, pending)
+            if earlier is not None:
+                earlier = self._provenance(owner, earlier, c, pending)
+                if earlier.job_id == job_id:
+                    return self._own_earlier_write(owner, SaveOutcome.ADDED, earlier, job_id,
+                                                   pending)
+                return self._duplicate(owner, earlier, DuplicateKind.EXACT, job_id, pending)
         elif c.type is MemoryType.EPISODIC:
             # An event is its words at its time: the same words later are another event.
             point_id = event_id(owner.tenant_id, owner.user_id, scope.value, project, chash,
@@ -367,9 +400,11 @@ class MemoryWriter:
         else:
             point_id = memory_id(owner.tenant_id, owner.user_id, scope.value, project, chash)
             dup = self._find_duplicate(owner, scope, project, c.content, vector.dense,
-                                       pending)
+                                       pending, facts_only=c.kind is MemoryKind.FACT)
             if dup is not None:
                 record, kind = dup
+                # The fact said again keeps its content, and gains this saying's sources.
+                record = self._provenance(owner, record, c, pending)
                 if record.job_id == job_id:
                     return self._own_earlier_write(owner, SaveOutcome.ADDED, record, job_id,
                                                    pending)
@@ -385,6 +420,8 @@ class MemoryWriter:
             embedding_model=self.embedder.name, job_id=job_id, metadata=c.metadata,
             enabled=c.enabled,
             expires_at=c.expires_at,
+            kind=c.kind or inferred_kind(c.source, c.type), sources=c.sources,
+            episodes=c.episodes,
         )
         pending.add(record, vector)
         if previous is not None:
@@ -399,8 +436,33 @@ class MemoryWriter:
         """The memory `point_id` as this job left it so far: written earlier in it, or stored."""
         if point_id in pending.records:
             return pending.records[point_id]
+        if point_id in pending.patched:
+            return pending.patched[point_id][1]
         found = self.store.get(owner, [point_id])
         return MemoryRecord.from_payload(found[0].id, found[0].payload) if found else None
+
+    def _provenance(
+        self, owner: Owner, record: MemoryRecord, c: Candidate, pending: _Pending
+    ) -> MemoryRecord:
+        """`record` with the candidate's sources and episodes added (those it lacks): a
+        turn posted again, or a fact said again, keeps one memory that names every saying.
+        The change is issued with the job's writes (`_Pending`)."""
+        if record.id in pending.patched:
+            record = pending.patched[record.id][1]
+        elif record.id in pending.records:
+            record = pending.records[record.id]
+        sources = merge_sources(record.sources, c.sources)
+        episodes = list(dict.fromkeys([*record.episodes, *c.episodes]))
+        if len(sources) == len(record.sources) and episodes == record.episodes:
+            return record
+        current = record.model_copy(update={"sources": sources, "episodes": episodes,
+                                            "updated_at": utcnow()})
+        if record.id in pending.records:
+            pending.replace(current)
+        else:
+            stored = pending.patched[record.id][0] if record.id in pending.patched else record
+            pending.patched[record.id] = (stored, current)
+        return current
 
     def _own_earlier_write(
         self,
@@ -429,23 +491,28 @@ class MemoryWriter:
         content: str,
         vector: np.ndarray,
         pending: _Pending,
+        facts_only: bool = False,
     ) -> tuple[MemoryRecord, DuplicateKind] | None:
-        """The memory `content` repeats, among the stored ones and those this job wrote."""
+        """The memory `content` repeats, among the stored ones and those this job wrote;
+        `facts_only`: a fact repeats no episode (the turn it was drawn from is another
+        memory, however alike)."""
         store = self.store
         # An expired memory is as good as gone: the same fact again is a new memory.
         conds = [*range_conditions(scope, project),
                  *live_conditions(self.settings, owner.tenant_id)]
+        if facts_only:
+            conds.append(NoneOf((Match("kind", MemoryKind.EPISODE.value),)))
         chash = content_hash(content)
         exact = store.find(owner, [*conds, Match("content_hash", chash)], limit=1)
         if exact:
             return MemoryRecord.from_payload(exact[0].id, exact[0].payload), DuplicateKind.EXACT
-        same = pending.with_hash(chash)
+        same = pending.with_hash(chash, facts_only)
         if same is not None:
             return same, DuplicateKind.EXACT
         threshold = dedup_threshold(self.settings.dedup_threshold, self.embedder.name)
         found = store.search(owner, vector.tolist(), conds, limit=3, score_threshold=threshold)
         near = [(p.score, MemoryRecord.from_payload(p.id, p.payload)) for p in found]
-        near += pending.near(vector, threshold)
+        near += pending.near(vector, threshold, facts_only)
         near.sort(key=lambda hit: hit[0], reverse=True)
         for score, record in near[:3]:
             if score >= threshold and same_numbers(content, record.content):
@@ -502,6 +569,14 @@ class _Pending:
     events: list[AuditEvent] = field(default_factory=list)
     records: dict[str, MemoryRecord] = field(default_factory=dict)
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    # Stored before this job, given more provenance by it: id -> (as stored, as it is now).
+    patched: dict[str, tuple[MemoryRecord, MemoryRecord]] = field(default_factory=dict)
+
+    def replace(self, record: MemoryRecord) -> None:
+        """A record this job wrote, changed again before the upsert (vectors kept)."""
+        self.records[record.id] = record
+        self.points = [PointData(p.id, record.to_payload(), p.dense, p.sparse, p.parts)
+                       if p.id == record.id else p for p in self.points]
 
     def add(self, record: MemoryRecord, vector: MemoryVector) -> None:
         self.points = [p for p in self.points if p.id != record.id]
@@ -510,15 +585,20 @@ class _Pending:
         self.records[record.id] = record
         self.vectors[record.id] = vector.dense
 
-    def with_hash(self, chash: str) -> MemoryRecord | None:
-        return next((r for r in self.records.values() if r.content_hash == chash), None)
+    def with_hash(self, chash: str, facts_only: bool = False) -> MemoryRecord | None:
+        return next((r for r in self.records.values() if r.content_hash == chash
+                     and not (facts_only and r.kind is MemoryKind.EPISODE)), None)
 
-    def near(self, vector: np.ndarray, threshold: float) -> list[tuple[float, MemoryRecord]]:
+    def near(
+        self, vector: np.ndarray, threshold: float, facts_only: bool = False
+    ) -> list[tuple[float, MemoryRecord]]:
         """(cosine similarity, record) of those at least `threshold` alike, as the store's
         cosine search scores them."""
         hits = []
         norm = float(np.linalg.norm(vector)) or 1.0
         for mid, other in self.vectors.items():
+            if facts_only and self.records[mid].kind is MemoryKind.EPISODE:
+                continue
             score = float(np.dot(vector, other)) / (norm * (float(np.linalg.norm(other)) or 1.0))
             if score >= threshold:
                 hits.append((score, self.records[mid]))
@@ -539,15 +619,26 @@ def _event(
                       **({"actor": actor} if actor else {}))
 
 
-def summarize(results: Sequence[WriteResult], mode: str) -> dict[str, Any]:
+def summarize(
+    results: Sequence[WriteResult], mode: str, episodes: bool = False
+) -> dict[str, Any]:
+    """A job's result; `episodes`: the default extraction's, which also counts its episodes
+    and facts."""
     counts = {o.value: 0 for o in SaveOutcome}
     for r in results:
         counts[r.outcome.value] += 1
+    kinds = {}
+    if episodes:
+        kinds = {"default": True,
+                 "episodes": sum(r.memory.kind is MemoryKind.EPISODE for r in results),
+                 "facts": sum(r.memory.kind is MemoryKind.FACT for r in results)}
     return {
         "extract": mode,
         **counts,
+        **kinds,
         "memories": [
             {"id": r.memory.id, "outcome": r.outcome.value, "content": r.memory.content,
+             "kind": r.memory.kind.value,
              **({"duplicate_of": r.duplicate_of, "duplicate_kind": r.duplicate_kind.value}
                 if r.duplicate_kind else {})}
             for r in results

@@ -104,7 +104,8 @@ def remember_turn(jobs: JobStore, celery: Celery, settings: Settings, turn: Turn
         idempotency_key=turn.key)
     check_interaction(req, settings)
     command = IngestCommand(tenant_id=turn.tenant, user_id=turn.user, request_id=request_id,
-                            received_at=received_at, request=req, extract=turn.mode)
+                            received_at=received_at, request=req, extract=turn.mode,
+                            episodes=True)
     try:
         return submit(jobs, celery, task_for(turn.mode), command, turn.key)
     except IdempotencyConflict:
