@@ -34,6 +34,12 @@ _PLEASE = re.compile(r"^(?:please|pls|plz|kindly)\s*,?\s+", re.IGNORECASE)
 _LEADING_I = re.compile(r"^i\b(?![/.\-]\w)", re.IGNORECASE)
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\uff07": "'"})
 _CONTRACTED = {"'m": "is", "'ve": "has", "'ll": "will", "'d": "would"}
+# "We adopted a cat": the user's household; the verb stays plural, "our"/"us" become theirs
+# (lower case only, so "the US" stays a country).
+_WE = re.compile(r"^we(?:'ve|'re)?\b", re.IGNORECASE)
+_WE_VERB = {"we've": " have", "we're": " are"}
+_OUR = re.compile(r"\b(?:ours|our|us)\b")
+_THEIR = {"our": "their", "ours": "theirs", "us": "them"}
 _OBJECTS_STATEMENT = {"my": "their", "mine": "theirs", "me": "them", "myself": "themselves"}
 _OBJECTS_IMPERATIVE = {
     "my": "the user's",
@@ -160,8 +166,16 @@ def _from_sentence(sentence: str) -> list[RuleCandidate]:
     body, stable = _cleaned(ended)
     if not body:
         return []
+    split = p.CLAUSE_SPLIT.search(body)
+    if split is not None:
+        stated = _before_request(body, split)
+        if stated is not None:
+            # What follows asks for something: it is no fact, and its question mark is
+            # its own ("I'm allergic to peanuts, any snack ideas?").
+            body, asked = stated, False
+            split = p.CLAUSE_SPLIT.search(body)
     request = p.REQUEST_PREFIX.match(body)
-    single = p.CLAUSE_SPLIT.search(body) is None
+    single = split is None
     if request is None and stable and single and not p.ANY_MATCH.match(body):
         # Most sentences: one clause, no request wrapper, and no rule applies at its start.
         # Every check below would end in no candidate, so they are not run.
@@ -195,6 +209,24 @@ def _from_sentence(sentence: str) -> list[RuleCandidate]:
             if candidate is not None:
                 found.append(candidate)
     return found
+
+
+def _before_request(body: str, first: re.Match[str]) -> str | None:
+    """`body` up to the first clause after its first that asks the assistant for
+    something (`p.REQUEST_CLAUSE`) or asks a question (`p.QUESTION`: "周末去哪玩好"), or
+    None when no later clause does. One pass over the
+    clause boundaries; each clause is read once."""
+    split: re.Match[str] | None = first
+    while split is not None:
+        rest = body[split.end():]
+        following = p.CLAUSE_SPLIT.search(rest)
+        clause = _clean(rest if following is None else rest[: following.start()])
+        if clause and (p.REQUEST_CLAUSE.match(clause) or p.QUESTION.search(clause)):
+            stated = _strip_end(body[: split.start()])
+            return stated or None
+        split = None if following is None else p.CLAUSE_SPLIT.search(body, split.end()
+                                                                      + following.start())
+    return None
 
 
 def _doubtful(text: str) -> bool:
@@ -282,8 +314,16 @@ def _candidate(content: str, category: p.Category, importance: int) -> RuleCandi
 
 def _statement(text: str) -> str:
     """First person -> "User"/"用户" at the start; later I/my/me/我 -> the user/their/them/用户."""
-    if text.startswith("我") and not text.startswith("我们"):
+    if text.startswith("我们家"):
+        return "用户家" + _third_person(text[3:], imperative=False)
+    if text.startswith("我们"):
+        return "用户和家人" + _third_person(text[2:], imperative=False)
+    if text.startswith("我"):
         return "用户" + _third_person(text[1:], imperative=False)
+    we = _WE.match(text)
+    if we:
+        rest = _OUR.sub(lambda m: _THEIR[m.group()], text[we.end():])
+        return "User and family" + _WE_VERB.get(we.group().lower(), "") + rest
     for pattern, head in p.EN_START:
         start = pattern.match(text)
         if start:
