@@ -25,7 +25,7 @@ from shared.records.models import (
     Role,
     Source,
 )
-from shared.records.schemas import Message
+from shared.records.schemas import InteractionRequest, Message
 
 # The roles the default extraction keeps as episodes: users ask what they said, and what
 # they were told ("what did you recommend last time?").
@@ -63,18 +63,11 @@ def raw_candidates(cmd: IngestCommand, job_id: str | None = None) -> list[Candid
     ]
 
 
-def episode_roles(cmd: IngestCommand) -> set[Role]:
-    """`store_roles` when the caller gave them, else user and assistant."""
-    if "store_roles" in cmd.request.model_fields_set:
-        return set(cmd.store_roles)
-    return set(EPISODE_ROLES)
-
-
 def episode_candidates(cmd: IngestCommand, job_id: str | None = None) -> list[Candidate]:
     """The default extraction's episodes: each message of an episode role, verbatim, with
     its role in its source and in `metadata.role`. Its identity is the turn's
     (`identity.turn_id`), so the same turn posted again is one memory."""
-    roles = episode_roles(cmd)
+    roles = set(cmd.store_roles)  # user and assistant unless the caller chose (with_episodes)
     return [
         Candidate(
             content=m.content.strip(),
@@ -119,6 +112,15 @@ def rule_candidates(
             [cmd.messages[i].content for i in users],
             pace=None if pacer is None else pacer.run)
     ]
+
+
+def with_episodes(req: InteractionRequest) -> InteractionRequest:
+    """The request as the default extraction runs it (the gateway decides, before the
+    queue): the roles kept as episodes are user and assistant, unless `store_roles` was
+    given."""
+    if "store_roles" in req.model_fields_set:
+        return req
+    return req.model_copy(update={"store_roles": list(EPISODE_ROLES)})
 
 
 def redacted(cmd: IngestCommand, pacer: TextPacer | None = None) -> IngestCommand:

@@ -8,7 +8,7 @@ earlier writes and reports them as its own instead of writing twice.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -56,7 +56,7 @@ from shared.records.models import (
 from shared.records.schemas import MemoryView, SaveResult
 from shared.retrieval.keywords import keyword_vector
 from shared.store import PointData
-from shared.store.conditions import Between, Condition, Match, NoneOf
+from shared.store.conditions import AnyOf, Between, Condition, Match, NoneOf
 
 
 @dataclass
@@ -79,6 +79,9 @@ class WriteResult:
 # memory; a false one loses a memory, so the bar sits above the highest distinct pair.
 DEFAULT_DEDUP_THRESHOLD = {"e5-small": 0.98, "use": 0.95}
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# The most episodes (of a forgotten thread or range) and facts (drawn from them) a forget
+# reads in one scroll: one user's, far above any real conversation.
+CASCADE_LIMIT = 100_000
 
 
 def dedup_threshold(settings_value: float | None, embedder: str) -> float:
@@ -163,29 +166,46 @@ class MemoryWriter:
 
     def delete(self, cmd: DeleteCommand, job_id: str) -> dict[str, Any]:
         found = self.delete_versions(cmd.owner, cmd.memory_id, job_id)
-        return {"deleted": 1 if found else 0, "ids": [cmd.memory_id] if found else []}
+        result: dict[str, Any] = {"deleted": 1 if found else 0,
+                                  "ids": [cmd.memory_id] if found else []}
+        if found:
+            result.update(facts_forgotten=found.facts_forgotten,
+                          facts_unlinked=found.facts_unlinked)
+        return result
 
     def delete_versions(
         self, owner: Owner, memory_id: str, job_id: str, actor: str | None = None
-    ) -> list[str]:
+    ) -> Deleted:
         """Forget a memory and every version of it (shared/memories/conflicts.py), their
-        content in the trail too; the ids deleted, none when the memory is gone already."""
+        content in the trail too; the ids deleted, none when the memory is gone already.
+
+        An episode takes with it the facts drawn only from it (and their versions); a fact
+        drawn from other episodes too stays, without this episode's link and sources."""
         span = ForgetSpan()
         contents: list[str] = []
+        deleted = Deleted()
         with self.locked(owner):
             ids = version_chain(self.store, owner, memory_id)
             if ids:
+                points = self.store.get(owner, ids)
+                cascade = self._drawn_from(owner, [
+                    MemoryRecord.from_payload(p.id, p.payload) for p in points])
+                facts = [mid for fid in cascade.forget
+                         for mid in version_chain(self.store, owner, fid)]
+                gone = list(dict.fromkeys([*ids, *facts]))
                 contents = [str(p.payload.get("content") or "")
-                            for p in self.store.get(owner, ids)]
-                span = ForgetSpan(ids=ids)
+                            for p in self.store.get(owner, gone)]
+                span = ForgetSpan(ids=gone)
                 record_forget(self.redis, owner, span)
-                self.writes.delete(owner, ids)
-                self.audit.erase_audit_content(owner, ids)
-                for mid in ids:
+                self.writes.delete(owner, gone)
+                self._unlink(owner, cascade)
+                self.audit.erase_audit_content(owner, gone)
+                for mid in gone:
                     self._audit(owner, mid, AuditKind.DELETE, None, None, job_id, actor)
+                deleted = Deleted(ids, cascade.forget, [r.id for r, _ in cascade.unlink])
         if ids:
             self.after_forget(owner, span, contents)
-        return ids
+        return deleted
 
     def forget(self, cmd: ForgetCommand, job_id: str) -> dict[str, Any]:
         owner = cmd.owner
@@ -195,19 +215,63 @@ class MemoryWriter:
         if cmd.before is not None or cmd.after is not None:
             conds.append(Between("occurred_at", lt=cmd.before, gt=cmd.after))
         span = ForgetSpan(thread_id=cmd.thread_id, before=cmd.before, after=cmd.after)
+        contents: list[str] = []
         with self.locked(owner):
             # First the epoch: a job accepted before now that waits for this lock then
             # finds the forget and writes nothing it covers (shared/jobs/forgetting.py).
             record_forget(self.redis, owner, span)
+            episodes = ([MemoryRecord.from_payload(p.id, p.payload)
+                         for p in self.store.find(owner, [*conds, Match("kind", "episode")],
+                                                         CASCADE_LIMIT)]
+                        if conds else [])
             ids = self.writes.delete_where(owner, conds)
+            # Facts outside the span drawn only from episodes it removed go with them; those
+            # drawn from other episodes too lose the removed links (docs/usage.md).
+            cascade = self._drawn_from(owner, episodes)
+            if cascade.forget:
+                extra = ForgetSpan(ids=cascade.forget)
+                contents = [str(p.payload.get("content") or "")
+                            for p in self.store.get(owner, cascade.forget)]
+                record_forget(self.redis, owner, extra)
+                self.writes.delete(owner, cascade.forget)
+                ids = [*ids, *cascade.forget]
+            self._unlink(owner, cascade)
             self.audit.erase_audit_content(owner, ids)
             self.audit.append_audit([
                 AuditEvent(memory_id=i, tenant_id=owner.tenant_id, user_id=owner.user_id,
                            event=AuditKind.DELETE, job_id=job_id, actor="forget")
                 for i in ids
             ])
-        self.after_forget(owner, span, [])
+        self.after_forget(owner, span, contents)
         return {"deleted": len(ids)}
+
+    def _drawn_from(self, owner: Owner, gone: Sequence[MemoryRecord]) -> _Cascade:
+        """What forgetting the memories `gone` does to the facts drawn from the episodes
+        among them: a fact with no other episode is forgotten; another loses the links to
+        them and the sources it shares with them (same job and message)."""
+        episodes = {r.id: r for r in gone if r.kind is MemoryKind.EPISODE}
+        cascade = _Cascade()
+        if not episodes:
+            return cascade
+        found = self.store.find(owner, [AnyOf("episodes", tuple(episodes))], CASCADE_LIMIT)
+        said = [s for r in episodes.values() for s in r.sources]
+        for point in found:
+            if point.id in episodes:
+                continue
+            fact = MemoryRecord.from_payload(point.id, point.payload)
+            left = [e for e in fact.episodes if e not in episodes]
+            if not left:
+                cascade.forget.append(fact.id)
+                continue
+            sources = [s for s in fact.sources
+                       if not any(s.same_message(e) for e in said)]
+            cascade.unlink.append((fact, fact.payload_changes(
+                episodes=left, sources=sources, updated_at=utcnow())))
+        return cascade
+
+    def _unlink(self, owner: Owner, cascade: _Cascade) -> None:
+        for fact, changes in cascade.unlink:
+            self.writes.set_payload(owner, [fact.id], changes)
 
     def after_forget(self, owner: Owner, span: ForgetSpan, contents: list[str]) -> None:
         """The texts leave the user's job records now, and the disk by the erasure bound."""
@@ -313,11 +377,12 @@ class MemoryWriter:
                 owner, {c.thread_id for c in candidates if c.sequenced})
             # The episode each message of this job became: the facts drawn from a message
             # link to it (a fact's `episodes`).
-            episode_of: dict[int, str] = {}
+            episode_of: dict[tuple[str | None, int], str] = {}
             for candidate, vector in zip(candidates, vectors, strict=True):
                 if candidate.kind is MemoryKind.FACT and not candidate.episodes:
-                    linked = [episode_of[s.message_index] for s in candidate.sources
-                              if s.message_index in episode_of]
+                    linked = [episode_of[(s.job_id, s.message_index)] for s in candidate.sources
+                              if s.message_index is not None
+                              and (s.job_id, s.message_index) in episode_of]
                     candidate = replace(candidate, episodes=list(dict.fromkeys(linked)))
                 seq = (next_seq.get(candidate.thread_id)
                        if candidate.thread_id and candidate.sequenced else None)
@@ -328,7 +393,7 @@ class MemoryWriter:
                 if candidate.turn_role is not None:
                     for source in candidate.sources:
                         if source.message_index is not None:
-                            episode_of[source.message_index] = result.memory.id
+                            episode_of[(source.job_id, source.message_index)] = result.memory.id
                 results.append(result)
             # One upsert and one audit append for the whole job, still under the lock; then
             # the provenance that repeats added to memories stored before this job.
@@ -558,6 +623,31 @@ class MemoryWriter:
         actor: str | None = None,
     ) -> None:
         self.audit.append_audit([_event(owner, mid, event, before, after, job_id, actor)])
+
+
+@dataclass
+class Deleted:
+    """A forget of one memory: the versions deleted (empty: it was gone already), the facts
+    forgotten with it, and those that only lost their link to it."""
+
+    ids: list[str] = field(default_factory=list)
+    facts_forgotten: list[str] = field(default_factory=list)
+    facts_unlinked: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.ids)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
+class _Cascade:
+    forget: list[str] = field(default_factory=list)
+    unlink: list[tuple[MemoryRecord, dict[str, Any]]] = field(default_factory=list)
 
 
 @dataclass
