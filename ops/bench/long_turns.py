@@ -5,7 +5,9 @@ over 2,000); LoCoMo's are short. The texts here are LoCoMo's own consecutive tur
 one per line, into turns whose lengths cycle through the shape `memoryd eval --long-turns`
 uses (shared/evaluation/datasets.py), so some run past e5's 512-token window. One stack
 per setting: long memories in passages (the default) and whole
-(`MEMORYD_LONG_MEMORY_PARTS=false`), each with one worker at its default threads.
+(`MEMORYD_LONG_MEMORY_PARTS=false`), each with one worker at its default threads; and the
+default extraction as a chat server posts it (`default`: no `extract`, a user turn and an
+assistant turn per interaction, both kept as episodes, with the rules' facts beside them).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from shared.evaluation.datasets import LONG_TURN_SHAPE
 from shared.platform.settings import Settings
 
 LONG_CHARS = 1000
-SETTINGS = {"parts": "true", "whole": "false"}  # MEMORYD_LONG_MEMORY_PARTS per run
+SETTINGS = {"parts": "true", "whole": "false", "default": "true"}  # MEMORYD_LONG_MEMORY_PARTS
 CEILING_TEXTS = 40
 
 
@@ -65,8 +67,22 @@ def embedder_alone(name: str, texts: Sequence[str], in_parts: bool) -> float:
     return round(len(texts) / (time.perf_counter() - started), 2)
 
 
-def run_long_ingest(stack: Stack, texts: Sequence[str], in_parts: bool) -> dict[str, Any]:
-    bodies = [interaction(f"long-user-{i % 20:03d}", text) for i, text in enumerate(texts)]
+def chat_interaction(user_id: str, said: str, answer: str) -> dict[str, Any]:
+    """A turn as a chat server posts it: the user's message and the answer, no `extract`."""
+    return {"user_id": user_id, "thread_id": f"{user_id}-chat",
+            "messages": [{"role": "user", "content": said},
+                         {"role": "assistant", "content": answer}]}
+
+
+def run_long_ingest(stack: Stack, texts: Sequence[str], in_parts: bool,
+                    default: bool = False) -> dict[str, Any]:
+    """`default`: each interaction is a user turn and an assistant turn (the next text)
+    under the default extraction; a turn is then a message, episodes and facts counted."""
+    if default:
+        bodies = [chat_interaction(f"long-user-{i % 20:03d}", text, texts[(i + 1) % len(texts)])
+                  for i, text in enumerate(texts)]
+    else:
+        bodies = [interaction(f"long-user-{i % 20:03d}", text) for i, text in enumerate(texts)]
     with stack.client() as client:
         warm_up_writes(client)
         with stack.cpu_meter() as cpu:
@@ -79,6 +95,14 @@ def run_long_ingest(stack: Stack, texts: Sequence[str], in_parts: bool) -> dict[
     added = sum(int((v.get("result") or {}).get("added", 0)) for v in views)
     seconds = max(finished_at(v) for v in views) - started_wall
     alone = embedder_alone(stack.embedder, texts[:CEILING_TEXTS], in_parts)
+    turns = 2 * len(texts) if default else added
+    extra: dict[str, Any] = {}
+    if default:
+        results = [v.get("result") or {} for v in views]
+        extra = {"turns": turns,
+                 "episodes": sum(int(r.get("episodes", 0)) for r in results),
+                 "facts": sum(int(r.get("facts", 0)) for r in results),
+                 "interactions_per_s": round(len(texts) / seconds, 2)}
     return {
         "interactions": len(texts),
         "memories_written": added,
@@ -87,7 +111,8 @@ def run_long_ingest(stack: Stack, texts: Sequence[str], in_parts: bool) -> dict[
         "passages_mean": round(float(np.mean([len(split_parts(t)) if in_parts else 1
                                               for t in texts])), 2),
         "seconds": round(seconds, 3),
-        "turns_per_s": round(added / seconds, 2),
+        "turns_per_s": round(turns / seconds, 2),
+        **extra,
         "embedder_alone_per_s": alone,
         "worker_concurrency": stack.worker_concurrency,
         "cpu": cpu.result,
@@ -105,5 +130,5 @@ def run_long_phase(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, An
                    worker_concurrency=threads, extra_env=env) as stack:
             log(f"long turns ({name}): {len(texts)} interactions, one worker, "
                 f"{threads} threads")
-            out[name] = run_long_ingest(stack, texts, value == "true")
+            out[name] = run_long_ingest(stack, texts, value == "true", name == "default")
     return out

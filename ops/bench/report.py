@@ -132,7 +132,8 @@ def table_rows(report: dict[str, Any]) -> list[Row]:
             goal_text("ingest_default_threads_memories_per_s", g["memories_per_s"]))
         row("  the same: first enqueue → last job done", g["seconds"], "s", contention(g))
     for name, g in report.get("long_ingest", {}).items():
-        how = "in passages" if name == "parts" else "whole"
+        how = {"parts": "in passages", "whole": "whole"}.get(
+            name, "in passages, default extraction (user + assistant turns, facts)")
         row(f"long turns ({g['message_chars_mean']:,.0f} chars mean, "
             f"{g['share_over_2000_chars']:.0%} over 2,000), embedded {how}: "
             f"1 worker, {g['worker_concurrency']} threads", g["turns_per_s"], "turns/s",

@@ -96,10 +96,14 @@ def test_turn_is_stored_once_even_when_retried(
     assert jobs[0] == jobs[1]
     hits = search(api, user, "what food do I like?")
     ramen = "User's favourite food is ramen with extra egg"
-    assert [h["memory"]["content"] for h in hits] == [ramen]
-    assert hits[0]["memory"]["thread_id"] == thread
+    # The turn as the default extraction keeps it: both messages as episodes, the fact.
+    facts = [h["memory"] for h in hits if h["memory"]["kind"] == "fact"]
+    assert [m["content"] for m in facts] == [ramen]
+    assert facts[0]["thread_id"] == thread
     listed = api.get("/v1/memories", params={"user_id": user}).json()["items"]
-    assert len(listed) == 1
+    assert sorted((m["kind"], m["content"]) for m in listed) == [
+        ("episode", "My favourite food is ramen with extra egg"), ("episode", "Ramen it is."),
+        ("fact", ramen)]
 
 
 def test_stream_passes_through_chunk_by_chunk_and_is_stored(
@@ -115,7 +119,10 @@ def test_stream_passes_through_chunk_by_chunk_and_is_stored(
     assert [d for d in got if d] == deltas  # in order, none merged or split
     assert wait_job(api, raw.headers["X-Memoryd-Job"])["status"] == "succeeded"
     hits = search(api, user, "what is my job?")
-    assert hits and hits[0]["memory"]["content"] == "User works as a nurse on night shifts"
+    kept = {h["memory"]["content"]: h["memory"]["kind"] for h in hits}
+    assert kept["User works as a nurse on night shifts"] == "fact"
+    assert kept["I work as a nurse on night shifts"] == "episode"
+    assert kept["Night shifts are hard; sleep well."] == "episode"  # the streamed answer
 
 
 def test_the_next_turn_reads_the_previous_turns_memory(
