@@ -39,6 +39,26 @@ class Role(StrEnum):
     TOOL = "tool"
 
 
+class MemoryKind(StrEnum):
+    """What a memory is: a posted message kept verbatim, a fact drawn from such messages,
+    or a note a caller saved or imported."""
+
+    EPISODE = "episode"
+    FACT = "fact"
+    NOTE = "note"
+
+
+class MemorySource(BaseModel):
+    """One message (or save) a memory came from."""
+
+    thread_id: str | None = None
+    message_index: int | None = None
+    role: Role | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    job_id: str | None = None
+    at: UtcDatetime | None = None
+
+
 class ExtractMode(StrEnum):
     RAW = "raw"
     RULES = "rules"
@@ -120,6 +140,9 @@ class MemoryRecord(BaseModel):
     supersedes: str | None = None
     superseded_by: str | None = None
     conflicts_with: list[str] = Field(default_factory=list)
+    kind: MemoryKind = MemoryKind.NOTE
+    sources: list[MemorySource] = Field(default_factory=list)
+    episodes: list[str] = Field(default_factory=list)
 
     def to_payload(self) -> dict[str, Any]:
         payload = self.model_dump(mode="json", exclude={"id"})
