@@ -40,19 +40,18 @@ SEARCH_QUERY_CHARS = 1000
 
 # What enters the block, on the calibrated score's logit (the relevance scale the
 # calibration is linear on, `shared.retrieval.scoring.calibrated`):
-# - the best hit enters when it stands out from the rest of this user's candidates by
-#   `STANDOUT` (its logit above their median's), or when it is relevant on its own
-#   (score 0.5 and up): an unrelated question meets a flat list, so it gets no block;
+# - the best hit enters when it is relevant on its own (score 0.5 and up), or when it stands
+#   out from the rest of this user's candidates by `STANDOUT` (its logit above their
+#   median's): an unrelated question meets a flat list of weak candidates, and gets no
+#   block; a right answer that scores low for want of shared words or a shared language
+#   still stands out from the user's other memories;
 # - the others enter while they stay within `FALLOFF` of the best: how far the rest fall
-#   from the best, not an absolute cut, decides, so a weakly scored right answer (another
-#   language, few shared words) still brings its company.
-STANDOUT = 1.6
-FALLOFF = 2.5
-# Fewer candidates than this say nothing about the user's background; the best hit of
-# such a small memory then enters when it is relevant or when it beats the next by
-# `STANDOUT` (a lone memory enters when it earns `LONE_FLOOR`).
+#   from the best decides, not an absolute cut, and the token budget then keeps the best.
+STANDOUT = 2.0
+FALLOFF = 3.0
+# With fewer candidates than this the user has no background to stand out from: the best
+# enters with whatever stays close to it (a new user's few memories cost little room).
 BACKGROUND_MIN = 5
-LONE_FLOOR = 0.05
 # An episode whose words the block's facts drawn from it already hold (this share of its
 # words) adds nothing, and leaves its place to other evidence.
 COVERED = 0.6
@@ -116,14 +115,10 @@ def admitted(hits: Sequence[SearchHit], min_score: float | None = None) -> list[
     best = ranked[0]
     top = _logit(best.score)
     rest = [_logit(h.score) for h in ranked[1:]]
-    if best.score >= 0.5:
+    if best.score >= 0.5 or len(rest) + 1 < BACKGROUND_MIN:
         enters = True
-    elif len(rest) + 1 >= BACKGROUND_MIN:
-        enters = top - float(np.median(rest)) >= STANDOUT
-    elif rest:
-        enters = top - rest[0] >= STANDOUT
     else:
-        enters = best.score >= LONE_FLOOR
+        enters = top - float(np.median(rest)) >= STANDOUT
     if not enters:
         return []
     floor = top - FALLOFF
