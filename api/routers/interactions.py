@@ -7,6 +7,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api.deps import RequestIdDep, RuntimeDep, TenantDep
 from api.responses import ERROR_RESPONSES
+from shared.extraction.interaction import with_episodes
 from shared.jobs.enqueue import submit
 from shared.jobs.names import TaskName
 from shared.platform.errors import ExtractorUnavailable
@@ -38,8 +39,11 @@ async def post_interaction(
             "extract 'llm' needs an LLM provider, and none is configured; use 'raw' or 'rules'",
             field="extract",
         )
+    # No `extract`: the default extraction, turns kept as episodes beside the facts.
+    default = req.extract is None
     command = IngestCommand(tenant_id=tenant, user_id=req.user_id, request_id=request_id,
-                            received_at=utcnow(), request=req, extract=mode)
+                            received_at=utcnow(), request=with_episodes(req) if default else req,
+                            extract=mode, episodes=default)
     # LLM work has its own queue: a slow model never holds up raw or rules ingestion.
     task = TaskName.EXTRACT_LLM if mode is ExtractMode.LLM else TaskName.INGEST
     # One worker-thread hop for the Redis calls; an `async def` route also keeps FastAPI from

@@ -17,7 +17,16 @@ from shared.memories import reads
 from shared.memories.history import memory_history
 from shared.platform.errors import InvalidInput, error_from_body
 from shared.records.commands import DeleteCommand, ForgetCommand, SaveCommand, UpdateCommand
-from shared.records.models import JobStatus, MemoryType, SaveOutcome, Scope, Source, as_utc, utcnow
+from shared.records.models import (
+    JobStatus,
+    MemoryKind,
+    MemoryType,
+    SaveOutcome,
+    Scope,
+    Source,
+    as_utc,
+    utcnow,
+)
 from shared.records.schemas import (
     ErrorBody,
     Identifier,
@@ -98,12 +107,15 @@ def list_memories(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=4096)] = None,
     key: Annotated[str | None, Query(max_length=128, description="the named slot")] = None,
+    kind: Annotated[MemoryKind | None, Query(description="episode, fact or note")] = None,
+    episode: Annotated[str | None, Query(
+        max_length=128, description="an episode's id: the facts drawn from it")] = None,
 ) -> MemoryPage:
     """Newest (or most important) first; pass `next_cursor` back for the next page."""
     check_page(limit, rt.settings)
     return reads.list_memories(
         rt.read_path(), owner_of(tenant, user_id), type=type, tag=tag, scope=scope, project=project,
-        sort=sort, limit=limit, cursor=cursor, key=key,
+        sort=sort, limit=limit, cursor=cursor, key=key, kind=kind, episode=episode,
     )
 
 
@@ -148,7 +160,9 @@ async def delete_memory(
     memory_id: str, rt: RuntimeDep, tenant: TenantDep, request_id: RequestIdDep,
     user_id: UserId, principal: PrincipalDep, waits: WaitsDep, wait: Wait = 0,
 ) -> Response:
-    """Forget one memory: its point is removed and its history keeps no content."""
+    """Forget one memory: its point is removed and its history keeps no content. An
+    episode takes with it the facts drawn only from it; a fact drawn from other episodes
+    too stays, without its link to this one (docs/usage.md#provenance)."""
     owner = owner_of(tenant, user_id)
     await run_in_threadpool(lambda: reads.get_memory(rt.read_path(), owner, memory_id))
     command = DeleteCommand(

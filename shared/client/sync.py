@@ -125,8 +125,13 @@ class MemorydClient:
                                        consistency=consistency, **options))
 
     def list(self, user_id: str, **filters: Any) -> MemoryPage:
-        """One page (`type`, `tag`, `scope`, `project`, `sort`, `limit`, `cursor`)."""
+        """One page (`type`, `tag`, `scope`, `project`, `sort`, `limit`, `cursor`, `kind`,
+        `episode`)."""
         return self._run(calls.list_memories(user_id, **filters))
+
+    def facts_of(self, user_id: str, episode_id: str, **filters: Any) -> MemoryPage:
+        """The facts drawn from an episode (one page; `GET /v1/memories?episode=`)."""
+        return self._run(calls.list_memories(user_id, episode=episode_id, **filters))
 
     def get(self, user_id: str, memory_id: str) -> MemoryView:
         return self._run(calls.get(user_id, memory_id))

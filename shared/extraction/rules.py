@@ -18,7 +18,7 @@ from typing import Literal
 from shared.extraction import rules_patterns as p
 from shared.extraction.first_chars import may_start
 
-__all__ = ["RuleCandidate", "extract_rules"]
+__all__ = ["RuleCandidate", "extract_rules", "extract_rules_sourced"]
 
 MIN_CHARS = 4
 MAX_CHARS = 400
@@ -34,6 +34,12 @@ _PLEASE = re.compile(r"^(?:please|pls|plz|kindly)\s*,?\s+", re.IGNORECASE)
 _LEADING_I = re.compile(r"^i\b(?![/.\-]\w)", re.IGNORECASE)
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\uff07": "'"})
 _CONTRACTED = {"'m": "is", "'ve": "has", "'ll": "will", "'d": "would"}
+# "We adopted a cat": the user's household; the verb stays plural, "our"/"us" become theirs
+# (lower case only, so "the US" stays a country).
+_WE = re.compile(r"^we(?:'ve|'re)?\b", re.IGNORECASE)
+_WE_VERB = {"we've": " have", "we're": " are"}
+_OUR = re.compile(r"\b(?:ours|our|us)\b")
+_THEIR = {"our": "their", "ours": "theirs", "us": "them"}
 _OBJECTS_STATEMENT = {"my": "their", "mine": "theirs", "me": "them", "myself": "themselves"}
 _OBJECTS_IMPERATIVE = {
     "my": "the user's",
@@ -58,31 +64,49 @@ def extract_rules(
 
     `pace`, when given, runs the reading of each message (`TextPacer.run`).
     """
-    found: list[RuleCandidate] = []
-    seen: set[str] = set()
-    # A sentence said twice gives the same candidates twice: look at each once, so repeating
-    # one sentence costs a message nothing.
-    read: set[str] = set()
+    return [candidate for candidate, _ in extract_rules_sourced(texts, pace)]
 
-    def read_text(text: str) -> None:
+
+def extract_rules_sourced(
+    texts: Sequence[str], pace: Callable[[Callable[[], None]], None] | None = None
+) -> list[tuple[RuleCandidate, list[int]]]:
+    """`extract_rules`, each candidate with the positions in `texts` of the messages that
+    state it (a fact said in two messages names both: its provenance)."""
+    found: list[RuleCandidate] = []
+    origins: list[list[int]] = []
+    seen: dict[str, int] = {}
+    # A sentence said twice gives the same candidates twice: look at each once, so repeating
+    # one sentence costs a message nothing (it only adds the message to their origins).
+    read: dict[str, list[int]] = {}
+
+    def read_text(position: int, text: str) -> None:
         for sentence in _sentences(text):
             if sentence in read:
+                for index in read[sentence]:
+                    if position not in origins[index]:
+                        origins[index].append(position)
                 continue
-            read.add(sentence)
+            gave: list[int] = []
+            read[sentence] = gave
             for candidate in _from_sentence(sentence):
                 key = candidate.content.casefold()
                 if key not in seen:
-                    seen.add(key)
+                    seen[key] = len(found)
                     found.append(candidate)
+                    origins.append([])
+                index = seen[key]
+                gave.append(index)
+                if position not in origins[index]:
+                    origins[index].append(position)
 
-    for text in texts:
+    for position, text in enumerate(texts):
         if not isinstance(text, str):
             continue  # defensive: callers pass message contents straight from JSON
         if pace is None:
-            read_text(text)
+            read_text(position, text)
         else:
-            pace(partial(read_text, text))
-    return found
+            pace(partial(read_text, position, text))
+    return list(zip(found, origins, strict=True))
 
 
 # --- sentences and clauses ---------------------------------------------------------------
@@ -142,8 +166,16 @@ def _from_sentence(sentence: str) -> list[RuleCandidate]:
     body, stable = _cleaned(ended)
     if not body:
         return []
+    split = p.CLAUSE_SPLIT.search(body)
+    if split is not None:
+        stated = _before_request(body, split)
+        if stated is not None:
+            # What follows asks for something: it is no fact, and its question mark is
+            # its own ("I'm allergic to peanuts, any snack ideas?").
+            body, asked = stated, False
+            split = p.CLAUSE_SPLIT.search(body)
     request = p.REQUEST_PREFIX.match(body)
-    single = p.CLAUSE_SPLIT.search(body) is None
+    single = split is None
     if request is None and stable and single and not p.ANY_MATCH.match(body):
         # Most sentences: one clause, no request wrapper, and no rule applies at its start.
         # Every check below would end in no candidate, so they are not run.
@@ -177,6 +209,24 @@ def _from_sentence(sentence: str) -> list[RuleCandidate]:
             if candidate is not None:
                 found.append(candidate)
     return found
+
+
+def _before_request(body: str, first: re.Match[str]) -> str | None:
+    """`body` up to the first clause after its first that asks the assistant for
+    something (`p.REQUEST_CLAUSE`) or asks a question (`p.QUESTION`: "周末去哪玩好"), or
+    None when no later clause does. One pass over the
+    clause boundaries; each clause is read once."""
+    split: re.Match[str] | None = first
+    while split is not None:
+        rest = body[split.end():]
+        following = p.CLAUSE_SPLIT.search(rest)
+        clause = _clean(rest if following is None else rest[: following.start()])
+        if clause and (p.REQUEST_CLAUSE.match(clause) or p.QUESTION.search(clause)):
+            stated = _strip_end(body[: split.start()])
+            return stated or None
+        split = None if following is None else p.CLAUSE_SPLIT.search(body, split.end()
+                                                                      + following.start())
+    return None
 
 
 def _doubtful(text: str) -> bool:
@@ -264,8 +314,16 @@ def _candidate(content: str, category: p.Category, importance: int) -> RuleCandi
 
 def _statement(text: str) -> str:
     """First person -> "User"/"用户" at the start; later I/my/me/我 -> the user/their/them/用户."""
-    if text.startswith("我") and not text.startswith("我们"):
+    if text.startswith("我们家"):
+        return "用户家" + _third_person(text[3:], imperative=False)
+    if text.startswith("我们"):
+        return "用户和家人" + _third_person(text[2:], imperative=False)
+    if text.startswith("我"):
         return "用户" + _third_person(text[1:], imperative=False)
+    we = _WE.match(text)
+    if we:
+        rest = _OUR.sub(lambda m: _THEIR[m.group()], text[we.end():])
+        return "User and family" + _WE_VERB.get(we.group().lower(), "") + rest
     for pattern, head in p.EN_START:
         start = pattern.match(text)
         if start:

@@ -80,6 +80,21 @@ REQUEST_PREFIX = _c(
     r"\s*"
 )
 
+# A clause that asks the assistant for something: it ends what a sentence states about the
+# user ("我对花生过敏,给我推荐点零食吧" keeps "我对花生过敏"). Tried on each clause after
+# the first, after its fillers are cleaned.
+REQUEST_CLAUSE = _c(
+    r"^(?:please|pls|plz|can (?:you|u)|could you|would you|will you|help me|tell me|give me"
+    r"|show me|find me|get me|send me|recommend|suggest|any (?:ideas|suggestions|tips|advice"
+    r"|recommendations|thoughts)|what|what's|how|which|where|why|who|do you|does|should i"
+    r"|is there|are there|let me know|i need (?:some )?(?:ideas|help|advice|tips|suggestions"
+    r"|recommendations)|i want you|i'd like you|ideas for|tips for|write|make me|create"
+    r"|list|draft)\b"
+    r"|^(?:请|麻烦|帮我|帮忙|帮|给我|替我|为我|你(?:能|可以|帮|给|来|推荐|说说|觉得|看看)"
+    r"|能(?:不能|否)?(?:帮|给|推荐)|可以(?:帮|给|推荐)|可不可以|推荐|告诉我|介绍|求推荐"
+    r"|有(?:什么|没有|啥)|怎么|如何|该怎么|要怎么|来(?:点|个|一))"
+)
+
 # --- refusals -----------------------------------------------------------------------------
 
 FORGET = _c(
@@ -203,7 +218,28 @@ _PLAN_NOT = (
     r"|take a (?:break|nap|look))\b)"
     r"(?!.*\byou(?:r|rs)?\b)"
 )
-_ZH_PREF_ADV = r"(?:最|很|也|特别|非常|真的|还|一直|比较|超|挺|更|不太|不是很|有点|都|本来就)*"
+_ZH_PREF_ADV = (r"(?:最近|现在|平时|从小|最|很|也|特别|非常|真的|还|一直|比较|超|挺|更|不太"
+                r"|不是很|有点|都|本来就)*")
+# Time and aspect words between 我 and the verb ("我最近在学", "我也养了"); at most four, so a
+# run of them costs a bounded amount whatever the text (刚刚 is also 刚 twice).
+_ZH_ADV = (r"(?:最近|这段时间|这几天|近来|现在|目前|正在|一直|已经|刚刚|刚|才|也|还|又|终于|今年"
+           r"|去年|上个月|上周|前段时间|前几天|每天|平时|经常|开始|在){0,4}")
+# English adverbs before a fact's verb ("I also have", "I just moved"): distinct words,
+# each with its space, so the run is read once.
+_EN_ADV = (r"(?:(?:just|also|recently|finally|now|still|currently|already|actually|even"
+           r"|officially|newly|really)\s+)*")
+_FAMILY_EN = (
+    r"(?:wife|husband|partner|spouse|girlfriend|boyfriend|fianc[ée]e?|son|daughter|kids?"
+    r"|children|child|baby|toddler|mom|mother|mum|dad|father|parents|brother|sister|siblings?"
+    r"|grandma|grandmother|grandpa|grandfather|grandparents|aunt|uncle|cousin|nephew|niece"
+    r"|family|cat|dog|puppy|kitten|pet|boss|roommate|best friend|twins?|in-laws"
+    r"|mother-in-law|father-in-law)s?"
+)
+_FAMILY_ZH = (
+    r"(?:老婆|老公|妻子|丈夫|爱人|太太|媳妇|女朋友|男朋友|对象|未婚妻|未婚夫|女儿|儿子|孩子|闺女"
+    r"|宝宝|小孩|妈妈|妈|爸爸|爸|母亲|父亲|爸妈|父母|哥哥|姐姐|弟弟|妹妹|哥|姐|弟|妹|爷爷|奶奶"
+    r"|外公|外婆|姥姥|姥爷|公公|婆婆|岳父|岳母|家人|猫咪|猫|狗狗|狗|宠物|老板|室友|闺蜜|好朋友)"
+)
 _ZH_PREF_OBJ = r"(?![你您它他她这那])"
 
 RULES: tuple[Rule, ...] = (
@@ -300,7 +336,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         _c(
-            r"^i(?:'m| am)\s+(?:not\s+)?(?:a\s+(?:(?:big|huge|great)\s+)?)?"
+            rf"^i(?:'m| am)\s+{_EN_ADV}(?:not\s+)?(?:a\s+(?:(?:big|huge|great)\s+)?)?"
             rf"(?:fan of|into|obsessed with|fond of|crazy about|keen on)\s+{_PREF_OBJ}\S.*"
         ),
         "preference",
@@ -312,6 +348,124 @@ RULES: tuple[Rule, ...] = (
             rf"|不爱|痛恨|不吃|不喝)\s*{_ZH_PREF_OBJ}\S.*"
         ),
         "preference",
+        "statement",
+    ),
+    # Life events and standing facts: moving, pets, family, work, health, learning.
+    Rule(
+        _c(
+            rf"^i\s+{_EN_ADV}(?:moved|relocated)\s+(?:to|from|into|back|here|abroad|away|out"
+            r"|house|in with|across)\b.*"
+        ),
+        "fact",
+        "statement",
+    ),
+    Rule(
+        _c(
+            rf"^i\s+{_EN_ADV}(?:(?:adopted|rescued|got|bought)\s+(?:a|an|my first|two|three"
+            rf"|another)\s+{_HAVE_NOUNS}(?:new\s+|little\s+|baby\s+|rescue\s+)?(?:dog|cat|puppy"
+            r"|kitten|pet|rabbit|bunny|hamster|parrot|bird|fish|horse|turtle|house|home|flat"
+            r"|apartment|car|job|position)s?\b"
+            r"|got\s+(?:married|engaged|divorced|promoted|hired|fired|laid off|a new job"
+            r"|a job|into)\b"
+            r"|(?:started|began)\s+(?:(?:a|my)\s+(?:new\s+|first\s+)?(?:job|position|role"
+            r"|career|course|class|degree|program|programme|business|company|diet|podcast|blog"
+            r"|band|internship)|(?:learning|studying|taking|practicing|practising|playing"
+            r"|running|training|working|volunteering|teaching|dating|swimming|cycling|school"
+            r"|college|university|therapy|yoga)\b)"
+            r"|(?:quit|left)\s+my\s+(?:job|company|team|band|school|program)\b"
+            r"|(?:joined|graduated|retired)\b(?!\s+(?:the|this|that)\s+(?:call|meeting|chat"
+            r"|conversation|channel|server)\b)"
+            r"|(?:was|got|have been|'ve been)\s+diagnosed\s+with\b"
+            r"|suffer\s+from\b"
+            r"|(?:broke|sprained|injured|hurt)\s+my\b"
+            r"|(?:took up|picked up|signed up for|enrolled in)\s+(?!(?:it|that|this|the call)\b)"
+            r"|have\s+been\s+(?:learning|studying|practicing|practising|taking|training"
+            r"|playing|teaching|living|working|volunteering|running|trying to learn)\b).*"
+        ),
+        "fact",
+        "statement",
+    ),
+    Rule(
+        _c(
+            rf"^i(?:'ve|\s+have)\s+{_EN_ADV}been\s+(?:learning|studying|practicing|practising"
+            r"|taking|training|playing|teaching|living|working|volunteering|running"
+            r"|trying to learn|diagnosed with)\b.*"
+        ),
+        "fact",
+        "statement",
+    ),
+    Rule(
+        _c(
+            r"^i\s+(?:have|'ve got|have got)\s+(?:type [12] diabetes|diabetes|asthma"
+            r"|high blood pressure|hypertension|celiac(?: disease)?|arthritis|migraines|adhd"
+            r"|autism|anxiety|depression|insomnia|eczema|epilepsy|(?:a |an )?(?:severe |mild )?"
+            r"(?:\w+ )?(?:allergy|intolerance))\b.*"
+        ),
+        "fact",
+        "statement",
+    ),
+    Rule(
+        _c(
+            rf"^i(?:'m| am)\s+{_EN_ADV}(?:moving|relocating)\s+(?:to|from|into|back|abroad"
+            r"|out|in with|house)\b.*"
+            rf"|^i(?:'m| am)\s+{_EN_ADV}(?:expecting a baby|expecting twins|recovering from"
+            r"|training for|on a diet|taking (?:\w+ )?(?:lessons|classes|a course)"
+            r"|trying to (?:lose weight|quit|learn|get pregnant))\b.*"
+        ),
+        "fact",
+        "statement",
+    ),
+    Rule(
+        _c(
+            rf"^i\s+{_EN_ADV}(?:practice|practise|train|run|swim|play|study|learn)\s+"
+            r"(?!(?:it|that|this|with)\b)[^,]{1,60}?\b(?:every|each)\s+(?:day|morning|evening"
+            r"|night|week|weekend|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b.*"
+        ),
+        "fact",
+        "statement",
+    ),
+    Rule(
+        _c(rf"^my\s+(?:(?:little|older|younger|big|baby|elder|new|best)\s+)?{_FAMILY_EN}"
+           rf"(?:\s+[A-Z][\w\-]+)?\s+{_EN_ADV}(?!(?:and|&)\b)[a-z][\w']+\b\s*\S.*"),
+        "fact",
+        "statement",
+    ),
+    Rule(
+        _c(
+            rf"^we(?:'ve| have|'re| are)?\s+{_EN_ADV}(?:adopted|rescued|welcomed|moved"
+            r"|relocated|got married|got engaged|had a (?:baby|son|daughter)|had twins"
+            r"|expecting|bought a (?:house|home|flat|apartment|car)"
+            rf"|(?:got|have|own)\s+(?:a|an|two|three|another)\s+{_HAVE_NOUNS}"
+            r"(?:new\s+|little\s+)?(?:dog|cat|puppy|kitten|pet|rabbit|bird|fish|baby|son"
+            r"|daughter|kids?|house|car)s?\b|live\s+(?:in|near|with)\b).*"
+        ),
+        "fact",
+        "statement",
+    ),
+    Rule(
+        _c(
+            rf"^我(?:们家?|们)?{_ZH_ADV}(?:搬到|搬去|搬来|搬家|搬进|搬回|移居|定居|调到|调去|养了"
+            r"|养着|领养了|收养了|捡了|新养了|买了(?:房|房子|车)|结婚|订婚|离婚|生了|怀孕|换了"
+            r"(?:一份|个|份)?(?:新)?(?:工作|公司|城市|专业|房子)|找到(?:了)?(?:新)?工作|入职|辞职"
+            r"|离职|跳槽|升职|被裁|退休|毕业|在找(?:新)?工作|找(?:新)?工作|得了|患有|患了|确诊|被诊断|在减肥|在戒烟|在戒酒|骨折"
+            r"|失眠|吃素|乳糖不耐|有(?:高血压|糖尿病|哮喘|心脏病|抑郁症|焦虑症|过敏))\S*.*"
+        ),
+        "fact",
+        "statement",
+    ),
+    Rule(
+        _c(rf"^我{_ZH_ADV}(?:在)?(?:学习|学|练习|练|自学|报了|上了)(?![校生到过会了])\S.*"),
+        "fact",
+        "statement",
+    ),
+    Rule(
+        _c(rf"^我(?:的)?{_FAMILY_ZH}(?![们的]?[吗呢吧])\S.*"),
+        "fact",
+        "statement",
+    ),
+    Rule(
+        _c(rf"^我{_ZH_ADV}(?:打算|计划|准备(?!好)|决定|将要|要去|想去|想学|想换|想买)\s*\S.*"),
+        "plan",
         "statement",
     ),
     # Facts about the user.
@@ -345,8 +499,8 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         _c(
-            rf"^i\s+(?:have|'ve got|have got|own)\s+(?:a|an|one|two|three|four|five|six|seven"
-            rf"|eight|nine|ten|\d+|several|many)\s+{_HAVE_NOUNS}\S.*"
+            rf"^i\s+{_EN_ADV}(?:have|'ve got|have got|own)\s+(?:a|an|one|two|three|four|five"
+            rf"|six|seven|eight|nine|ten|\d+|several|many)\s+{_HAVE_NOUNS}\S.*"
         ),
         "fact",
         "statement",
@@ -396,14 +550,14 @@ EXPLICIT_IMPORTANCE = 8
 ADVERBS = frozenset(
     "really also absolutely just truly totally still actually generally usually definitely "
     "genuinely seriously always never often sometimes rarely mostly currently now only even "
-    "kinda".split()
+    "kinda recently finally already officially newly".split()
 )
 UNCHANGED_VERBS = frozenset(
     "can could should would will shall may might must can't cannot couldn't shouldn't wouldn't "
     "won't didn't did was were are had used ought went made got saw came took gave found left "
     "bought thought told said knew grew ate drank ran wrote spoke met felt kept lost paid sold "
     "sent spent taught won began became broke chose drove fell flew forgot heard held hit hurt "
-    "led lit meant put read rode rose set shut sang sat slept stood understood woke wore "
+    "quit led lit meant put read rode rose set shut sang sat slept stood understood woke wore "
     "moved".split()
 )
 IRREGULAR_VERBS = {"am": "is", "have": "has", "do": "does", "don't": "doesn't",

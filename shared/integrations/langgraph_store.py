@@ -26,8 +26,9 @@ else the value as canonical JSON, so it is searchable either way; the value itse
 the memory's metadata (`metadata["langgraph"]["value"]`), and `get` returns it exactly.
 Memories not written through the store (extracted from chat turns, saved by the API) show in
 `search` too, with the memory id as key (the named slot when they have one) and
-`{"content": <content>}` as value; `get`, `put` and `delete` under such an id address that
-memory, and `put` replaces it by a named slot with the same key.
+`{"content": <content>, "kind": …, "sources": […]}` (and a fact's `episodes`) as value;
+`get`, `put` and `delete` under such an id address that memory, and `put` replaces it by a
+named slot with the same key.
 
 **Writes are jobs.** memoryd applies writes asynchronously; `put` (and delete, a `put` of
 `None`) waits for its job, at most `write_timeout_s` (`JobTimeout` after that), so a following
@@ -494,11 +495,17 @@ def _text(value: dict[str, Any]) -> str:
 
 
 def _value_of(memory: MemoryView) -> dict[str, Any]:
+    """A value the store put, exactly; else the memory's content with its provenance:
+    `kind`, `sources` (the messages it came from) and, for a fact, `episodes`."""
     meta = memory.metadata.get(META_KEY)
     if isinstance(meta, dict) and isinstance(meta.get("value"), dict):
         value: dict[str, Any] = meta["value"]
         return value
-    return {"content": memory.content}
+    found: dict[str, Any] = {"content": memory.content, "kind": memory.kind.value,
+                             "sources": [s.model_dump(mode="json") for s in memory.sources]}
+    if memory.episodes:
+        found["episodes"] = list(memory.episodes)
+    return found
 
 
 def _page_bounds(limit: int, offset: int) -> None:

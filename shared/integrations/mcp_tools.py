@@ -305,12 +305,18 @@ def build_server(resolve: Resolver, *, wait_s: float, ledger: JobLedger | None =
         project: Annotated[str | None, Field(description="only this project's")] = None,
         sort: Annotated[str | None, Field(
             description="created_at (default), updated_at or importance; newest first")] = None,
+        kind: Annotated[str | None, Field(
+            description="episode (a message kept as said), fact or note")] = None,
+        episode: Annotated[str | None, Field(
+            description="an episode's id: only the facts drawn from it")] = None,
     ) -> dict[str, Any]:
-        """List the user's memories, newest (or most important) first, a page at a time."""
+        """List the user's memories, newest (or most important) first, a page at a time;
+        each with its `sources` (the messages it came from) and a fact's `episodes`."""
         with tool_errors():
             async with resolve(ctx) as b:
                 page = await b.client.list(b.user_id, limit=limit, **_given(
-                    cursor=cursor, type=type, tag=tag, project=project, sort=sort))
+                    cursor=cursor, type=type, tag=tag, project=project, sort=sort,
+                    kind=kind, episode=episode))
         return page.model_dump(mode="json", exclude_none=True)
 
     @server.tool(annotations=_READ)

@@ -31,7 +31,13 @@ import redis
 
 from shared.platform.errors import Forgotten
 from shared.records.candidate import Candidate
-from shared.records.identity import content_hash, event_id, keyed_memory_id, memory_id
+from shared.records.identity import (
+    content_hash,
+    event_id,
+    keyed_memory_id,
+    memory_id,
+    turn_id,
+)
 from shared.records.models import MemoryType, Owner, as_utc, utcnow
 
 EPOCH = "memoryd:forget:epoch:"
@@ -148,6 +154,9 @@ def candidate_id(owner: Owner, scope: str, project: str | None, c: Candidate) ->
     chash = content_hash(c.content)
     if c.key is not None:
         return keyed_memory_id(owner.tenant_id, owner.user_id, scope, project, c.key)
+    if c.turn_role is not None:
+        return turn_id(owner.tenant_id, owner.user_id, scope, project, c.thread_id,
+                       c.turn_role.value, chash, c.occurred_at.isoformat())
     if c.type is MemoryType.EPISODIC:
         return event_id(owner.tenant_id, owner.user_id, scope, project, chash,
                         c.occurred_at.isoformat())

@@ -7,6 +7,7 @@ judge) happens before the first write, so a failed job leaves nothing half-writt
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from shared.embeddings.parts import MemoryVector
 from shared.extraction.ask import ask_json
 from shared.extraction.forget_intent import has_forget_intent
+from shared.extraction.interaction import episode_candidates, message_source
 from shared.extraction.llm_prompt import extraction_messages
 from shared.extraction.operations import (
     Action,
@@ -27,15 +29,15 @@ from shared.extraction.redaction import redact
 from shared.llm import ChatClient
 from shared.memories.conflicts import Verdict, conflict_band, in_band, judge
 from shared.memories.reads import visibility
-from shared.memories.writes import MemoryWriter, range_conditions, same_numbers
+from shared.memories.writes import MemoryWriter, WriteResult, range_conditions, same_numbers
 from shared.platform import failpoints
 from shared.platform.errors import ExtractorUnavailable
 from shared.records.candidate import Candidate
 from shared.records.commands import IngestCommand
 from shared.records.identity import content_hash
-from shared.records.models import MemoryRecord, MemoryType, Owner, Role, Source
+from shared.records.models import MemoryKind, MemoryRecord, MemoryType, Owner, Role, Source
 from shared.records.schemas import Message
-from shared.store.conditions import Match
+from shared.store.conditions import Match, NoneOf
 
 ACTOR = "llm"
 
@@ -81,11 +83,24 @@ class LLMExtraction:
             raise ExtractorUnavailable("LLM extraction is not configured", field="extract")
         self.client = client
         self.judge_client = judge_client
+        # The default extraction's turns in this run (`run`), their vectors, what they became.
+        self.episodes: list[Candidate] = []
+        self.episode_vectors: list[MemoryVector] = []
+        self.episode_of: dict[int, str] = {}
+        self.written: list[WriteResult] = []
 
     def run(self, cmd: IngestCommand, job_id: str) -> dict[str, Any]:
         messages = redacted_messages(cmd)
+        # The default extraction keeps the turns too; they are embedded with the facts in
+        # one model call (`_resolve`) and written before them, so each fact links to the
+        # episodes of the messages it was drawn from.
+        self.episodes = (episode_candidates(_with_messages(cmd, messages), job_id)
+                         if cmd.episodes else [])
         users = [m for m in messages if m.role is Role.USER]
         if not users:
+            if self.episodes:
+                self._write_episodes(cmd, job_id, self.writer.embed(
+                    [c.content for c in self.episodes]))
             return self._result([], [])
         when = max(m.created_at or cmd.received_at for m in users)
         aliases = self._similar(cmd.owner, cmd, "\n".join(m.content for m in users))
@@ -101,10 +116,22 @@ class LLMExtraction:
             raw_ops, aliases, has_forget_intent(users[-1].content),
             self.settings.llm_min_confidence, said,
         )
-        steps = self._resolve(cmd, planned)
+        steps = self._resolve(cmd, planned, job_id)
+        # Everything that can fail outside the store is done: the turns, then the facts.
+        if self.episodes:
+            self._write_episodes(cmd, job_id, self.episode_vectors)
         for step in steps:
             self._apply(cmd, step, when, job_id)
         return self._result(steps, dropped)
+
+    def _write_episodes(self, cmd: IngestCommand, job_id: str,
+                        vectors: list[MemoryVector]) -> None:
+        self.written = self.writer.write(cmd.owner, cmd.scope, cmd.project, self.episodes,
+                                         job_id, vectors=vectors)
+        for candidate, result in zip(self.episodes, self.written, strict=True):
+            for source in candidate.sources:
+                if source.message_index is not None:
+                    self.episode_of[source.message_index] = result.memory.id
 
     # ---- before any write ----------------------------------------------------
 
@@ -113,15 +140,19 @@ class LLMExtraction:
         if self.settings.llm_max_existing == 0:
             return {}
         vector = self.writer.embedder.embed_query(text)
-        conds = [*visibility(None, cmd.project), Match("state", "active")]
+        # Episodes are the words themselves, not memories the model may update or delete.
+        conds = [*visibility(None, cmd.project), Match("state", "active"), NOT_EPISODE]
         hits = self.writer.store.search(owner, vector.tolist(), conds,
                                     limit=self.settings.llm_max_existing)
         return {f"m{i}": MemoryRecord.from_payload(p.id, p.payload)
                 for i, p in enumerate(hits, start=1)}
 
-    def _resolve(self, cmd: IngestCommand, planned: list[Planned]) -> list[Step]:
+    def _resolve(self, cmd: IngestCommand, planned: list[Planned], job_id: str) -> list[Step]:
         writing = [p for p in planned if p.op.action is not Action.DELETE]
-        vectors = self.writer.embed([p.content for p in writing]) if writing else None
+        texts = [*(c.content for c in self.episodes), *(p.content for p in writing)]
+        embedded = self.writer.embed(texts) if texts else []
+        self.episode_vectors = embedded[: len(self.episodes)]
+        vectors = embedded[len(self.episodes):] if writing else None
         vector_of = {p.index: vectors[i] for i, p in enumerate(writing)} if vectors is not None \
             else {}
         steps = []
@@ -136,7 +167,8 @@ class LLMExtraction:
 
     def _judged(self, cmd: IngestCommand, p: Planned, vector: MemoryVector) -> Step:
         """An ADD whose nearest memory is in the conflict band gets the judge's verdict."""
-        conds = [*range_conditions(cmd.scope, cmd.project), Match("state", "active")]
+        conds = [*range_conditions(cmd.scope, cmd.project), Match("state", "active"),
+                 NOT_EPISODE]
         near = self.writer.store.search(cmd.owner, vector.dense.tolist(), conds, limit=1)
         if not near:
             return Step(StepKind.ADD, p, vector=vector)
@@ -158,9 +190,10 @@ class LLMExtraction:
 
     # ---- writes ----------------------------------------------------------------
 
-    def _candidate(self, cmd: IngestCommand, step: Step, when: Any) -> Candidate:
+    def _candidate(self, cmd: IngestCommand, step: Step, when: Any, job_id: str) -> Candidate:
         op = step.planned.op
         kind = op.type or (step.target.type if step.target else MemoryType.SEMANTIC)
+        drawn = drawn_from(step.planned.content, cmd.messages)
         return Candidate(
             content=step.planned.content, type=kind, occurred_at=when,
             source=Source.INTERACTION,
@@ -168,6 +201,9 @@ class LLMExtraction:
             importance=op.importance or (step.target.importance if step.target else 5),
             confidence=op.confidence, thread_id=cmd.thread_id,
             metadata={**(cmd.metadata or {}), "extracted_by": ACTOR},
+            kind=MemoryKind.FACT, sources=[message_source(cmd, i, job_id) for i in drawn],
+            episodes=[self.episode_of[i] for i in drawn if i in self.episode_of],
+            sequenced=not cmd.episodes,
         )
 
     def _apply(self, cmd: IngestCommand, step: Step, when: Any, job_id: str) -> None:
@@ -178,7 +214,7 @@ class LLMExtraction:
         if step.action is StepKind.ADD:
             assert step.vector is not None
             [result] = self.writer.write(owner, cmd.scope, cmd.project,
-                                         [self._candidate(cmd, step, when)], job_id,
+                                         [self._candidate(cmd, step, when, job_id)], job_id,
                                          vectors=[step.vector])
             report.update(outcome=result.outcome.value, memory_id=result.memory.id,
                           content=result.memory.content)
@@ -190,7 +226,8 @@ class LLMExtraction:
         elif step.action is StepKind.UPDATE:
             assert step.target is not None and step.vector is not None
             report.update(self.writer.supersede(owner, step.target.id,
-                                                self._candidate(cmd, step, when), step.vector,
+                                                self._candidate(cmd, step, when, job_id),
+                                                step.vector,
                                                 job_id, ACTOR))
         elif step.action is StepKind.DELETE:
             assert step.target is not None
@@ -202,19 +239,51 @@ class LLMExtraction:
             report.update(self.writer.refresh(owner, step.target, job_id, ACTOR))
         step.report = report
 
-    @staticmethod
-    def _result(steps: list[Step], dropped: list[Dropped]) -> dict[str, Any]:
+    def _result(self, steps: list[Step], dropped: list[Dropped]) -> dict[str, Any]:
         applied = [s.report for s in steps]
         counts: dict[str, int] = {}
         for item in applied:
             counts[item["outcome"]] = counts.get(item["outcome"], 0) + 1
+        kept = {}
+        if self.episodes:
+            # The default extraction: its episodes, as the rules path reports its memories.
+            kept = {"default": True, "episodes": len(self.written),
+                    "memories": [{"id": r.memory.id, "outcome": r.outcome.value,
+                                  "content": r.memory.content, "kind": r.memory.kind.value}
+                                 for r in self.written]}
         return {
             "extract": "llm",
             **{k: counts.get(k, 0) for k in ("added", "updated", "duplicate", "deleted",
                                               "noop", "skipped")},
             "applied": applied,
             "dropped": [d.to_json() for d in dropped],
+            **kept,
         }
+
+
+# Episodes are not memories an extractor reasons about (points of earlier versions have no
+# kind stored, and pass).
+NOT_EPISODE = NoneOf((Match("kind", MemoryKind.EPISODE.value),))
+_WORDS = re.compile(r"[0-9a-z]{3,}|[\u3400-\u9fff]")
+
+
+def _with_messages(cmd: IngestCommand, messages: list[Message]) -> IngestCommand:
+    return cmd.model_copy(update={"request": cmd.request.model_copy(
+        update={"messages": messages})})
+
+
+def drawn_from(content: str, messages: list[Message]) -> list[int]:
+    """The user messages a fact the model wrote was drawn from: those sharing the most
+    words (Han characters, Latin words of three letters or more) with it, down to half the
+    best overlap; every user message when none shares a word. The model names no source,
+    so this is how its extraction is audited against the words it came from."""
+    words = set(_WORDS.findall(content.casefold()))
+    overlap = {i: len(words & set(_WORDS.findall(m.content.casefold())))
+               for i, m in enumerate(messages) if m.role is Role.USER}
+    best = max(overlap.values(), default=0)
+    if best == 0:
+        return list(overlap)
+    return [i for i, n in overlap.items() if n * 2 >= best]
 
 
 def extract_with_llm(

@@ -20,7 +20,7 @@ from shared.memories.retention import live_conditions
 from shared.platform.errors import InvalidInput, NotFound
 from shared.platform.script_share import cjk_share
 from shared.platform.settings import Settings
-from shared.records.models import MemoryRecord, MemoryType, Owner, Scope, utcnow
+from shared.records.models import MemoryKind, MemoryRecord, MemoryType, Owner, Scope, utcnow
 from shared.records.schemas import (
     MemoryPage,
     MemoryView,
@@ -364,7 +364,11 @@ def list_memories(
     limit: int,
     cursor: str | None,
     key: str | None = None,
+    kind: MemoryKind | None = None,
+    episode: str | None = None,
 ) -> MemoryPage:
+    """`kind`: only memories of that kind (points stored before kinds existed have none
+    stored, and only show unfiltered); `episode`: the facts drawn from that episode."""
     # Earlier versions of a memory show in its history, not in the list.
     conds: list[Condition] = [*live_conditions(rp.settings, owner.tenant_id),
                               NoneOf((Match("state", "superseded"),))]
@@ -378,6 +382,10 @@ def list_memories(
         conds.append(Match("project", project))
     if key is not None:
         conds.append(Match("key", key))
+    if kind is not None:
+        conds.append(Match("kind", kind.value))
+    if episode is not None:
+        conds.append(Match("episodes", episode))
     after = decode_cursor(cursor, sort) if cursor else None
     points, position = rp.store.page(owner, conds, limit, sort, after)
     return MemoryPage(

@@ -2,8 +2,10 @@
 
 An exported line is a `MemoryView` (no vectors). An imported record is validated as a
 save would be; the worker writes it with `source=import`, its `occurred_at`,
-`created_at`, tags, importance, key and state kept. Ids are the write path's
-deterministic ids, so importing the same file twice adds nothing the second time.
+`created_at`, tags, importance, key, state and provenance (`kind`, `sources`, a fact's
+`episodes`) kept. Ids are the write path's deterministic ids, so importing the same file
+twice adds nothing the second time; a fact's links to episodes of the same file follow
+their new ids.
 """
 
 from __future__ import annotations
@@ -15,13 +17,23 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
+from shared.jobs.forgetting import candidate_id
 from shared.memories.reads import ReadPath, list_memories
 from shared.memories.writes import MemoryWriter
 from shared.platform.errors import InvalidInput, PayloadTooLarge
 from shared.platform.settings import Settings
 from shared.records.candidate import Candidate
 from shared.records.commands import Command
-from shared.records.models import MemoryType, Owner, Scope, Source, UtcDatetime, as_utc
+from shared.records.models import (
+    MemoryKind,
+    MemorySource,
+    MemoryType,
+    Owner,
+    Scope,
+    Source,
+    UtcDatetime,
+    as_utc,
+)
 from shared.records.schemas import Content, Identifier, SaveRequest, Scoped, Tag
 from shared.tenancy.limits import check_save
 
@@ -54,6 +66,9 @@ class ImportRecord(Scoped):
     supersedes: str | None = None
     superseded_by: str | None = None
     conflicts_with: list[str] | None = None
+    kind: MemoryKind | None = None
+    sources: list[MemorySource] = Field(default_factory=list)
+    episodes: list[str] = Field(default_factory=list)
 
 
 class ImportCommand(Command):
@@ -152,6 +167,10 @@ def candidate_of(record: ImportRecord, received_at: datetime) -> Candidate:
     created_at = record.created_at
     if created_at is not None and created_at > received_at:
         created_at = received_at
+    kind = record.kind or MemoryKind.NOTE
+    # An episode keeps a turn's identity (its thread, role and words), so a fact of the
+    # same file finds it under the id it gets here.
+    role = next((s.role for s in record.sources if s.role is not None), None)
     return Candidate(
         content=record.content.strip(), type=record.type,
         occurred_at=record.occurred_at or created_at or received_at,
@@ -159,13 +178,26 @@ def candidate_of(record: ImportRecord, received_at: datetime) -> Candidate:
         tags=list(dict.fromkeys(record.tags)), key=record.key, thread_id=record.thread_id,
         metadata=dict(record.metadata or {}), created_at=created_at,
         enabled=record.enabled, expires_at=record.expires_at,
+        kind=kind, sources=list(record.sources), episodes=list(record.episodes),
+        turn_role=role if kind is MemoryKind.EPISODE and record.key is None else None,
     )
+
+
+def _new_ids(cmd: ImportCommand) -> dict[str, str]:
+    """Exported id -> the id the import gives that record (deterministic), for the
+    records that carry one."""
+    return {
+        record.id: candidate_id(cmd.owner, record.resolved_scope().value, record.project,
+                                candidate_of(record, cmd.received_at))
+        for record in cmd.records if record.id
+    }
 
 
 def run_import(writer: MemoryWriter, cmd: ImportCommand, job_id: str) -> dict[str, Any]:
     """The worker side: write the records in order, in chunks, one scope range per call."""
     counts = {"added": 0, "updated": 0, "duplicate": 0}
     outcomes: list[dict[str, Any]] = []
+    new_ids = _new_ids(cmd)
     for start in range(0, len(cmd.records), IMPORT_CHUNK):
         chunk = cmd.records[start:start + IMPORT_CHUNK]
         groups: dict[tuple[Scope, str | None], list[int]] = {}
@@ -173,10 +205,10 @@ def run_import(writer: MemoryWriter, cmd: ImportCommand, job_id: str) -> dict[st
             groups.setdefault((record.resolved_scope(), record.project), []).append(i)
         results: dict[int, Any] = {}
         for (scope, project), indexes in groups.items():
-            written = writer.write(
-                cmd.owner, scope, project,
-                [candidate_of(chunk[i], cmd.received_at) for i in indexes], job_id,
-            )
+            candidates = [candidate_of(chunk[i], cmd.received_at) for i in indexes]
+            for c in candidates:
+                c.episodes = [new_ids.get(e, e) for e in c.episodes]
+            written = writer.write(cmd.owner, scope, project, candidates, job_id)
             results.update(zip(indexes, written, strict=True))
         for i in range(len(chunk)):
             result = results[i]

@@ -8,7 +8,7 @@ earlier writes and reports them as its own instead of writing twice.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -36,23 +36,27 @@ from shared.records.commands import (
     SaveCommand,
     UpdateCommand,
 )
-from shared.records.identity import content_hash, event_id, keyed_memory_id, memory_id
+from shared.records.identity import content_hash, event_id, keyed_memory_id, memory_id, turn_id
 from shared.records.models import (
     AuditEvent,
     AuditKind,
     DuplicateKind,
+    MemoryKind,
     MemoryRecord,
+    MemorySource,
     MemoryType,
     Owner,
     SaveOutcome,
     Scope,
     Source,
+    inferred_kind,
+    merge_sources,
     utcnow,
 )
 from shared.records.schemas import MemoryView, SaveResult
 from shared.retrieval.keywords import keyword_vector
 from shared.store import PointData
-from shared.store.conditions import Between, Condition, Match
+from shared.store.conditions import AnyOf, Between, Condition, Match, NoneOf
 
 
 @dataclass
@@ -75,6 +79,9 @@ class WriteResult:
 # memory; a false one loses a memory, so the bar sits above the highest distinct pair.
 DEFAULT_DEDUP_THRESHOLD = {"e5-small": 0.98, "use": 0.95}
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# The most episodes (of a forgotten thread or range) and facts (drawn from them) a forget
+# reads in one scroll: one user's, far above any real conversation.
+CASCADE_LIMIT = 100_000
 
 
 def dedup_threshold(settings_value: float | None, embedder: str) -> float:
@@ -113,9 +120,9 @@ class MemoryWriter:
     # ---- entry points (one per task) -----------------------------------------
 
     def ingest(self, cmd: IngestCommand, job_id: str) -> dict[str, Any]:
-        candidates = candidates_for(cmd)
+        candidates = candidates_for(cmd, job_id=job_id)
         results = self.write(cmd.owner, cmd.scope, cmd.project, candidates, job_id)
-        return summarize(results, cmd.extract.value)
+        return summarize(results, cmd.extract.value, cmd.episodes)
 
     def save(self, cmd: SaveCommand, job_id: str) -> dict[str, Any]:
         candidate = Candidate(
@@ -123,7 +130,9 @@ class MemoryWriter:
             occurred_at=cmd.occurred_at or cmd.received_at,
             source=cmd.source, importance=cmd.importance, tags=list(dict.fromkeys(cmd.tags)),
             key=cmd.key, thread_id=cmd.thread_id, metadata=dict(cmd.metadata or {}),
-            expires_at=cmd.expires_at,
+            expires_at=cmd.expires_at, kind=MemoryKind.NOTE,
+            sources=[MemorySource(thread_id=cmd.thread_id, job_id=job_id,
+                                  at=cmd.received_at)],
         )
         [result] = self.write(cmd.owner, cmd.scope, cmd.project, [candidate], job_id)
         return result.to_save_result().to_json()
@@ -157,29 +166,46 @@ class MemoryWriter:
 
     def delete(self, cmd: DeleteCommand, job_id: str) -> dict[str, Any]:
         found = self.delete_versions(cmd.owner, cmd.memory_id, job_id)
-        return {"deleted": 1 if found else 0, "ids": [cmd.memory_id] if found else []}
+        result: dict[str, Any] = {"deleted": 1 if found else 0,
+                                  "ids": [cmd.memory_id] if found else []}
+        if found:
+            result.update(facts_forgotten=found.facts_forgotten,
+                          facts_unlinked=found.facts_unlinked)
+        return result
 
     def delete_versions(
         self, owner: Owner, memory_id: str, job_id: str, actor: str | None = None
-    ) -> list[str]:
+    ) -> Deleted:
         """Forget a memory and every version of it (shared/memories/conflicts.py), their
-        content in the trail too; the ids deleted, none when the memory is gone already."""
+        content in the trail too; the ids deleted, none when the memory is gone already.
+
+        An episode takes with it the facts drawn only from it (and their versions); a fact
+        drawn from other episodes too stays, without this episode's link and sources."""
         span = ForgetSpan()
         contents: list[str] = []
+        deleted = Deleted()
         with self.locked(owner):
             ids = version_chain(self.store, owner, memory_id)
             if ids:
+                points = self.store.get(owner, ids)
+                cascade = self._drawn_from(owner, [
+                    MemoryRecord.from_payload(p.id, p.payload) for p in points])
+                facts = [mid for fid in cascade.forget
+                         for mid in version_chain(self.store, owner, fid)]
+                gone = list(dict.fromkeys([*ids, *facts]))
                 contents = [str(p.payload.get("content") or "")
-                            for p in self.store.get(owner, ids)]
-                span = ForgetSpan(ids=ids)
+                            for p in self.store.get(owner, gone)]
+                span = ForgetSpan(ids=gone)
                 record_forget(self.redis, owner, span)
-                self.writes.delete(owner, ids)
-                self.audit.erase_audit_content(owner, ids)
-                for mid in ids:
+                self.writes.delete(owner, gone)
+                self._unlink(owner, cascade)
+                self.audit.erase_audit_content(owner, gone)
+                for mid in gone:
                     self._audit(owner, mid, AuditKind.DELETE, None, None, job_id, actor)
+                deleted = Deleted(ids, cascade.forget, [r.id for r, _ in cascade.unlink])
         if ids:
             self.after_forget(owner, span, contents)
-        return ids
+        return deleted
 
     def forget(self, cmd: ForgetCommand, job_id: str) -> dict[str, Any]:
         owner = cmd.owner
@@ -189,19 +215,63 @@ class MemoryWriter:
         if cmd.before is not None or cmd.after is not None:
             conds.append(Between("occurred_at", lt=cmd.before, gt=cmd.after))
         span = ForgetSpan(thread_id=cmd.thread_id, before=cmd.before, after=cmd.after)
+        contents: list[str] = []
         with self.locked(owner):
             # First the epoch: a job accepted before now that waits for this lock then
             # finds the forget and writes nothing it covers (shared/jobs/forgetting.py).
             record_forget(self.redis, owner, span)
+            episodes = ([MemoryRecord.from_payload(p.id, p.payload)
+                         for p in self.store.find(owner, [*conds, Match("kind", "episode")],
+                                                         CASCADE_LIMIT)]
+                        if conds else [])
             ids = self.writes.delete_where(owner, conds)
+            # Facts outside the span drawn only from episodes it removed go with them; those
+            # drawn from other episodes too lose the removed links (docs/usage.md).
+            cascade = self._drawn_from(owner, episodes)
+            if cascade.forget:
+                extra = ForgetSpan(ids=cascade.forget)
+                contents = [str(p.payload.get("content") or "")
+                            for p in self.store.get(owner, cascade.forget)]
+                record_forget(self.redis, owner, extra)
+                self.writes.delete(owner, cascade.forget)
+                ids = [*ids, *cascade.forget]
+            self._unlink(owner, cascade)
             self.audit.erase_audit_content(owner, ids)
             self.audit.append_audit([
                 AuditEvent(memory_id=i, tenant_id=owner.tenant_id, user_id=owner.user_id,
                            event=AuditKind.DELETE, job_id=job_id, actor="forget")
                 for i in ids
             ])
-        self.after_forget(owner, span, [])
+        self.after_forget(owner, span, contents)
         return {"deleted": len(ids)}
+
+    def _drawn_from(self, owner: Owner, gone: Sequence[MemoryRecord]) -> _Cascade:
+        """What forgetting the memories `gone` does to the facts drawn from the episodes
+        among them: a fact with no other episode is forgotten; another loses the links to
+        them and the sources it shares with them (same job and message)."""
+        episodes = {r.id: r for r in gone if r.kind is MemoryKind.EPISODE}
+        cascade = _Cascade()
+        if not episodes:
+            return cascade
+        found = self.store.find(owner, [AnyOf("episodes", tuple(episodes))], CASCADE_LIMIT)
+        said = [s for r in episodes.values() for s in r.sources]
+        for point in found:
+            if point.id in episodes:
+                continue
+            fact = MemoryRecord.from_payload(point.id, point.payload)
+            left = [e for e in fact.episodes if e not in episodes]
+            if not left:
+                cascade.forget.append(fact.id)
+                continue
+            sources = [s for s in fact.sources
+                       if not any(s.same_message(e) for e in said)]
+            cascade.unlink.append((fact, fact.payload_changes(
+                episodes=left, sources=sources, updated_at=utcnow())))
+        return cascade
+
+    def _unlink(self, owner: Owner, cascade: _Cascade) -> None:
+        for fact, changes in cascade.unlink:
+            self.writes.set_payload(owner, [fact.id], changes)
 
     def after_forget(self, owner: Owner, span: ForgetSpan, contents: list[str]) -> None:
         """The texts leave the user's job records now, and the disk by the erasure bound."""
@@ -241,7 +311,8 @@ class MemoryWriter:
                 importance=c.importance, confidence=c.confidence, source=c.source,
                 occurred_at=c.occurred_at, created_at=now, updated_at=now,
                 embedding_model=self.embedder.name, job_id=job_id, metadata=c.metadata,
-                supersedes=old.id,
+                supersedes=old.id, kind=c.kind or old.kind, sources=c.sources,
+                episodes=c.episodes,
             )
             self.writes.upsert(owner, [PointData(
                 record.id, record.to_payload(), vector.dense.tolist(),
@@ -302,20 +373,35 @@ class MemoryWriter:
         pending = _Pending()
         with self.locked(owner):
             refuse_forgotten(self.redis, owner, scope.value, project, candidates, job_id)
-            next_seq = self._next_thread_seq(owner, {c.thread_id for c in candidates})
+            next_seq = self._next_thread_seq(
+                owner, {c.thread_id for c in candidates if c.sequenced})
+            # The episode each message of this job became: the facts drawn from a message
+            # link to it (a fact's `episodes`).
+            episode_of: dict[tuple[str | None, int], str] = {}
             for candidate, vector in zip(candidates, vectors, strict=True):
-                result = self._write_one(
-                    owner, scope, project, candidate, vector, job_id,
-                    next_seq.get(candidate.thread_id) if candidate.thread_id else None,
-                    pending,
-                )
-                if candidate.thread_id and result.memory.thread_seq == next_seq.get(
-                    candidate.thread_id
-                ):
+                if candidate.kind is MemoryKind.FACT and not candidate.episodes:
+                    linked = [episode_of[(s.job_id, s.message_index)] for s in candidate.sources
+                              if s.message_index is not None
+                              and (s.job_id, s.message_index) in episode_of]
+                    candidate = replace(candidate, episodes=list(dict.fromkeys(linked)))
+                seq = (next_seq.get(candidate.thread_id)
+                       if candidate.thread_id and candidate.sequenced else None)
+                result = self._write_one(owner, scope, project, candidate, vector, job_id, seq,
+                                         pending)
+                if seq is not None and result.memory.thread_seq == seq:
                     next_seq[candidate.thread_id] += 1
+                if candidate.turn_role is not None:
+                    for source in candidate.sources:
+                        if source.message_index is not None:
+                            episode_of[(source.job_id, source.message_index)] = result.memory.id
                 results.append(result)
-            # One upsert and one audit append for the whole job, still under the lock.
+            # One upsert and one audit append for the whole job, still under the lock; then
+            # the provenance that repeats added to memories stored before this job.
             self.writes.upsert(owner, pending.points)
+            for mid, (stored, current) in pending.patched.items():
+                self.writes.set_payload(owner, [mid], stored.payload_changes(
+                    sources=current.sources, episodes=current.episodes,
+                    updated_at=current.updated_at))
             self.audit.append_audit(pending.events)
         return results
 
@@ -354,6 +440,18 @@ class MemoryWriter:
                                                    pending)
                 if previous.content_hash == chash:
                     return self._duplicate(owner, previous, DuplicateKind.EXACT, job_id, pending)
+        elif c.turn_role is not None:
+            # A turn of the default extraction: the same turn posted again is one memory,
+            # which gains the repeat as another source (identity.turn_id).
+            point_id = turn_id(owner.tenant_id, owner.user_id, scope.value, project, c.thread_id,
+                               c.turn_role.value, chash, c.occurred_at.isoformat())
+            earlier = self._stored(owner, point_id, pending)
+            if earlier is not None:
+                earlier = self._provenance(owner, earlier, c, pending)
+                if earlier.job_id == job_id:
+                    return self._own_earlier_write(owner, SaveOutcome.ADDED, earlier, job_id,
+                                                   pending)
+                return self._duplicate(owner, earlier, DuplicateKind.EXACT, job_id, pending)
         elif c.type is MemoryType.EPISODIC:
             # An event is its words at its time: the same words later are another event.
             point_id = event_id(owner.tenant_id, owner.user_id, scope.value, project, chash,
@@ -367,9 +465,11 @@ class MemoryWriter:
         else:
             point_id = memory_id(owner.tenant_id, owner.user_id, scope.value, project, chash)
             dup = self._find_duplicate(owner, scope, project, c.content, vector.dense,
-                                       pending)
+                                       pending, facts_only=c.kind is MemoryKind.FACT)
             if dup is not None:
                 record, kind = dup
+                # The fact said again keeps its content, and gains this saying's sources.
+                record = self._provenance(owner, record, c, pending)
                 if record.job_id == job_id:
                     return self._own_earlier_write(owner, SaveOutcome.ADDED, record, job_id,
                                                    pending)
@@ -385,6 +485,8 @@ class MemoryWriter:
             embedding_model=self.embedder.name, job_id=job_id, metadata=c.metadata,
             enabled=c.enabled,
             expires_at=c.expires_at,
+            kind=c.kind or inferred_kind(c.source, c.type), sources=c.sources,
+            episodes=c.episodes,
         )
         pending.add(record, vector)
         if previous is not None:
@@ -399,8 +501,33 @@ class MemoryWriter:
         """The memory `point_id` as this job left it so far: written earlier in it, or stored."""
         if point_id in pending.records:
             return pending.records[point_id]
+        if point_id in pending.patched:
+            return pending.patched[point_id][1]
         found = self.store.get(owner, [point_id])
         return MemoryRecord.from_payload(found[0].id, found[0].payload) if found else None
+
+    def _provenance(
+        self, owner: Owner, record: MemoryRecord, c: Candidate, pending: _Pending
+    ) -> MemoryRecord:
+        """`record` with the candidate's sources and episodes added (those it lacks): a
+        turn posted again, or a fact said again, keeps one memory that names every saying.
+        The change is issued with the job's writes (`_Pending`)."""
+        if record.id in pending.patched:
+            record = pending.patched[record.id][1]
+        elif record.id in pending.records:
+            record = pending.records[record.id]
+        sources = merge_sources(record.sources, c.sources)
+        episodes = list(dict.fromkeys([*record.episodes, *c.episodes]))
+        if len(sources) == len(record.sources) and episodes == record.episodes:
+            return record
+        current = record.model_copy(update={"sources": sources, "episodes": episodes,
+                                            "updated_at": utcnow()})
+        if record.id in pending.records:
+            pending.replace(current)
+        else:
+            stored = pending.patched[record.id][0] if record.id in pending.patched else record
+            pending.patched[record.id] = (stored, current)
+        return current
 
     def _own_earlier_write(
         self,
@@ -429,23 +556,28 @@ class MemoryWriter:
         content: str,
         vector: np.ndarray,
         pending: _Pending,
+        facts_only: bool = False,
     ) -> tuple[MemoryRecord, DuplicateKind] | None:
-        """The memory `content` repeats, among the stored ones and those this job wrote."""
+        """The memory `content` repeats, among the stored ones and those this job wrote;
+        `facts_only`: a fact repeats no episode (the turn it was drawn from is another
+        memory, however alike)."""
         store = self.store
         # An expired memory is as good as gone: the same fact again is a new memory.
         conds = [*range_conditions(scope, project),
                  *live_conditions(self.settings, owner.tenant_id)]
+        if facts_only:
+            conds.append(NoneOf((Match("kind", MemoryKind.EPISODE.value),)))
         chash = content_hash(content)
         exact = store.find(owner, [*conds, Match("content_hash", chash)], limit=1)
         if exact:
             return MemoryRecord.from_payload(exact[0].id, exact[0].payload), DuplicateKind.EXACT
-        same = pending.with_hash(chash)
+        same = pending.with_hash(chash, facts_only)
         if same is not None:
             return same, DuplicateKind.EXACT
         threshold = dedup_threshold(self.settings.dedup_threshold, self.embedder.name)
         found = store.search(owner, vector.tolist(), conds, limit=3, score_threshold=threshold)
         near = [(p.score, MemoryRecord.from_payload(p.id, p.payload)) for p in found]
-        near += pending.near(vector, threshold)
+        near += pending.near(vector, threshold, facts_only)
         near.sort(key=lambda hit: hit[0], reverse=True)
         for score, record in near[:3]:
             if score >= threshold and same_numbers(content, record.content):
@@ -494,6 +626,31 @@ class MemoryWriter:
 
 
 @dataclass
+class Deleted:
+    """A forget of one memory: the versions deleted (empty: it was gone already), the facts
+    forgotten with it, and those that only lost their link to it."""
+
+    ids: list[str] = field(default_factory=list)
+    facts_forgotten: list[str] = field(default_factory=list)
+    facts_unlinked: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.ids)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
+class _Cascade:
+    forget: list[str] = field(default_factory=list)
+    unlink: list[tuple[MemoryRecord, dict[str, Any]]] = field(default_factory=list)
+
+
+@dataclass
 class _Pending:
     """The points and audit events of one `write` call, issued together at its end; its
     later candidates find the earlier ones here as they would in the store."""
@@ -502,6 +659,14 @@ class _Pending:
     events: list[AuditEvent] = field(default_factory=list)
     records: dict[str, MemoryRecord] = field(default_factory=dict)
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    # Stored before this job, given more provenance by it: id -> (as stored, as it is now).
+    patched: dict[str, tuple[MemoryRecord, MemoryRecord]] = field(default_factory=dict)
+
+    def replace(self, record: MemoryRecord) -> None:
+        """A record this job wrote, changed again before the upsert (vectors kept)."""
+        self.records[record.id] = record
+        self.points = [PointData(p.id, record.to_payload(), p.dense, p.sparse, p.parts)
+                       if p.id == record.id else p for p in self.points]
 
     def add(self, record: MemoryRecord, vector: MemoryVector) -> None:
         self.points = [p for p in self.points if p.id != record.id]
@@ -510,15 +675,20 @@ class _Pending:
         self.records[record.id] = record
         self.vectors[record.id] = vector.dense
 
-    def with_hash(self, chash: str) -> MemoryRecord | None:
-        return next((r for r in self.records.values() if r.content_hash == chash), None)
+    def with_hash(self, chash: str, facts_only: bool = False) -> MemoryRecord | None:
+        return next((r for r in self.records.values() if r.content_hash == chash
+                     and not (facts_only and r.kind is MemoryKind.EPISODE)), None)
 
-    def near(self, vector: np.ndarray, threshold: float) -> list[tuple[float, MemoryRecord]]:
+    def near(
+        self, vector: np.ndarray, threshold: float, facts_only: bool = False
+    ) -> list[tuple[float, MemoryRecord]]:
         """(cosine similarity, record) of those at least `threshold` alike, as the store's
         cosine search scores them."""
         hits = []
         norm = float(np.linalg.norm(vector)) or 1.0
         for mid, other in self.vectors.items():
+            if facts_only and self.records[mid].kind is MemoryKind.EPISODE:
+                continue
             score = float(np.dot(vector, other)) / (norm * (float(np.linalg.norm(other)) or 1.0))
             if score >= threshold:
                 hits.append((score, self.records[mid]))
@@ -539,15 +709,26 @@ def _event(
                       **({"actor": actor} if actor else {}))
 
 
-def summarize(results: Sequence[WriteResult], mode: str) -> dict[str, Any]:
+def summarize(
+    results: Sequence[WriteResult], mode: str, episodes: bool = False
+) -> dict[str, Any]:
+    """A job's result; `episodes`: the default extraction's, which also counts its episodes
+    and facts."""
     counts = {o.value: 0 for o in SaveOutcome}
     for r in results:
         counts[r.outcome.value] += 1
+    kinds = {}
+    if episodes:
+        kinds = {"default": True,
+                 "episodes": sum(r.memory.kind is MemoryKind.EPISODE for r in results),
+                 "facts": sum(r.memory.kind is MemoryKind.FACT for r in results)}
     return {
         "extract": mode,
         **counts,
+        **kinds,
         "memories": [
             {"id": r.memory.id, "outcome": r.outcome.value, "content": r.memory.content,
+             "kind": r.memory.kind.value,
              **({"duplicate_of": r.duplicate_of, "duplicate_kind": r.duplicate_kind.value}
                 if r.duplicate_kind else {})}
             for r in results

@@ -14,6 +14,7 @@ from typing import Any
 
 from celery import Celery
 
+from shared.extraction.interaction import EPISODE_ROLES
 from shared.jobs.enqueue import submit
 from shared.jobs.job_store import JobStore
 from shared.jobs.names import TaskName
@@ -101,10 +102,11 @@ def remember_turn(jobs: JobStore, celery: Celery, settings: Settings, turn: Turn
     req = InteractionRequest(
         user_id=turn.user, thread_id=turn.thread, messages=messages,
         metadata={"source": "chat_completions_proxy", "model": turn.model},
-        idempotency_key=turn.key)
+        idempotency_key=turn.key, store_roles=list(EPISODE_ROLES))
     check_interaction(req, settings)
     command = IngestCommand(tenant_id=turn.tenant, user_id=turn.user, request_id=request_id,
-                            received_at=received_at, request=req, extract=turn.mode)
+                            received_at=received_at, request=req, extract=turn.mode,
+                            episodes=True)
     try:
         return submit(jobs, celery, task_for(turn.mode), command, turn.key)
     except IdempotencyConflict:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from shared.records.models import MemoryType, Source
+from shared.records.models import MemoryKind, MemorySource, MemoryType, Role, Source
 
 
 @dataclass
@@ -26,3 +26,14 @@ class Candidate:
     created_at: datetime | None = None
     enabled: bool = True
     expires_at: datetime | None = None
+    # Provenance: None means the kind follows from source and type (models.inferred_kind).
+    kind: MemoryKind | None = None
+    sources: list[MemorySource] = field(default_factory=list)
+    episodes: list[str] = field(default_factory=list)
+    # A turn kept by the default extraction: its identity is (thread, role, content), or
+    # (role, content, occurred_at) without a thread (identity.turn_id), so the same turn
+    # posted again is one memory; `role` is the turn's.
+    turn_role: Role | None = None
+    # Whether it takes a place in its thread's order (thread_seq): the default extraction's
+    # facts do not, so a hit's neighbours in the thread are turns.
+    sequenced: bool = True

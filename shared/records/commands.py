@@ -42,6 +42,10 @@ def _from_flat(data: Any, fields: tuple[str, ...], keep: tuple[str, ...]) -> Any
 class IngestCommand(Command):
     request: InteractionRequest
     extract: ExtractMode  # the request's, or the deployment's default
+    # The default extraction (no `extract` in the request): every user and assistant turn is
+    # kept as an episode beside the facts `extract` draws. False for a caller's explicit
+    # mode, and for commands queued before it existed.
+    episodes: bool = False
 
     @model_validator(mode="before")
     @classmethod

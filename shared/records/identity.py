@@ -42,6 +42,18 @@ def event_id(
     return _uuid("event", tenant_id, user_id, scope, project, chash, occurred_at)
 
 
+def turn_id(
+    tenant_id: str, user_id: str, scope: str, project: str | None, thread_id: str | None,
+    role: str, chash: str, occurred_at: str,
+) -> str:
+    """Id of a turn kept by the default extraction (an episode): in a thread, its role and
+    words, so the same turn posted again is one memory; without a thread, its role, words
+    and time, as an episodic memory."""
+    if thread_id is not None:
+        return _uuid("turn", tenant_id, user_id, scope, project, thread_id, role, chash)
+    return _uuid("turn", tenant_id, user_id, scope, project, "", role, chash, occurred_at)
+
+
 def keyed_memory_id(
     tenant_id: str, user_id: str, scope: str, project: str | None, key: str
 ) -> str:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from shared.platform.script_share import cjk_share
 
@@ -41,22 +41,11 @@ class Role(StrEnum):
 
 class MemoryKind(StrEnum):
     """What a memory is: a posted message kept verbatim, a fact drawn from such messages,
-    or a note a caller saved or imported."""
+    or a note (an explicit save or an import)."""
 
     EPISODE = "episode"
     FACT = "fact"
     NOTE = "note"
-
-
-class MemorySource(BaseModel):
-    """One message (or save) a memory came from."""
-
-    thread_id: str | None = None
-    message_index: int | None = None
-    role: Role | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    job_id: str | None = None
-    at: UtcDatetime | None = None
 
 
 class ExtractMode(StrEnum):
@@ -107,6 +96,49 @@ class Owner(BaseModel):
     user_id: str
 
 
+class MemorySource(BaseModel):
+    """Where a memory came from: one message of one job (or, for a note, the job itself).
+
+    An episode has one source per time its message was posted; a fact one per message it
+    was drawn from, so an extraction can be audited against the words it came from.
+    """
+
+    thread_id: str | None = None
+    message_index: int | None = Field(None, description="index in the interaction's messages")
+    role: Role | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict,
+                                     description="that message's own metadata")
+    job_id: str | None = None
+    at: UtcDatetime = Field(description="the message's created_at, else the job's arrival")
+
+    def same_message(self, other: MemorySource) -> bool:
+        """Both name one message of one job (a redelivered job's source is not added twice)."""
+        return (self.job_id, self.message_index, self.role, self.thread_id) == (
+            other.job_id, other.message_index, other.role, other.thread_id)
+
+
+def merge_sources(
+    have: list[MemorySource], new: list[MemorySource]
+) -> list[MemorySource]:
+    """`have` plus those of `new` naming another message, in order."""
+    merged = list(have)
+    for source in new:
+        if not any(source.same_message(s) for s in merged):
+            merged.append(source)
+    return merged
+
+
+def inferred_kind(source: Any, type_: Any) -> MemoryKind:
+    """The kind of a point stored before kinds existed (SOURCES_CONTRACT): an episode when
+    it came from an interaction as an episodic memory, a fact from an interaction
+    otherwise, else a note."""
+    if str(source or Source.EXPLICIT.value) != Source.INTERACTION.value:
+        return MemoryKind.NOTE
+    if str(type_ or MemoryType.SEMANTIC.value) == MemoryType.EPISODIC.value:
+        return MemoryKind.EPISODE
+    return MemoryKind.FACT
+
+
 class MemoryRecord(BaseModel):
     """A memory as stored (the Qdrant point payload plus its id)."""
 
@@ -140,9 +172,33 @@ class MemoryRecord(BaseModel):
     supersedes: str | None = None
     superseded_by: str | None = None
     conflicts_with: list[str] = Field(default_factory=list)
+    # Provenance (docs/usage.md#provenance): what the memory is, the messages it came from,
+    # and for a fact the episodes it was drawn from.
     kind: MemoryKind = MemoryKind.NOTE
     sources: list[MemorySource] = Field(default_factory=list)
     episodes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_points(cls, data: Any) -> Any:
+        """A point written before kinds and sources existed reads with its kind inferred
+        and one source made of what it kept: its thread, job, time and metadata (a raw
+        memory's metadata holds its message's)."""
+        if not isinstance(data, dict) or ("kind" in data and "sources" in data):
+            return data
+        data = dict(data)
+        if "kind" not in data:
+            data["kind"] = inferred_kind(data.get("source"), data.get("type"))
+        if "sources" not in data and data.get("occurred_at") is not None:
+            metadata = data.get("metadata") or {}
+            role = metadata.get("role") if isinstance(metadata, dict) else None
+            data["sources"] = [{
+                "thread_id": data.get("thread_id"), "job_id": data.get("job_id"),
+                "role": role if role in Role._value2member_map_ else None,
+                "metadata": metadata if isinstance(metadata, dict) else {},
+                "at": data["occurred_at"],
+            }]
+        return data
 
     def to_payload(self) -> dict[str, Any]:
         payload = self.model_dump(mode="json", exclude={"id"})

@@ -277,9 +277,13 @@ class MemoryView(BaseModel):
     supersedes: str | None = None
     superseded_by: str | None = None
     conflicts_with: list[str] = Field(default_factory=list)
-    kind: MemoryKind = MemoryKind.NOTE
-    sources: list[MemorySource] = Field(default_factory=list)
-    episodes: list[str] = Field(default_factory=list)
+    kind: MemoryKind = Field(MemoryKind.NOTE, description="episode (a posted message kept "
+                             "verbatim), fact (drawn from episodes) or note (a save or import)")
+    sources: list[MemorySource] = Field(
+        default_factory=list, description="the messages it came from: thread, message index "
+        "and role, that message's metadata, the job and the time")
+    episodes: list[str] = Field(default_factory=list,
+                                description="a fact's episodes: the ids it was drawn from")
 
     @classmethod
     def of(cls, record: MemoryRecord) -> MemoryView:

@@ -35,7 +35,7 @@ PARTS = "parts"
 
 KEYWORD_FIELDS = (
     "user_id", "scope", "project", "type", "category", "tags", "thread_id", "key",
-    "content_hash", "source", "state",
+    "content_hash", "source", "state", "kind", "episodes",
 )
 DATETIME_FIELDS = ("occurred_at", "created_at", "updated_at", "expires_at")
 FLOAT_FIELDS = ("created_ts", "updated_ts", "importance_rank", "expires_ts")

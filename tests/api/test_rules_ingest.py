@@ -1,4 +1,5 @@
-"""Default extraction (rules): the user's stated facts become memories; the assistant's do not."""
+"""Rules extraction: the user's stated facts become memories; the assistant's do not. (The
+default extraction keeps the turns too: tests/api/test_default_extraction.py.)"""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from helpers import search, wait_job
 
 def test_rules_extract_user_facts_in_both_languages(api: httpx.Client, user: str) -> None:
     job = api.post("/v1/interactions", json={
-        "user_id": user, "thread_id": "t-rules",
+        "user_id": user, "thread_id": "t-rules", "extract": "rules",
         "messages": [
             {"role": "user", "content": "Remember that my daughter's name is Mia. 我喜欢吃火锅"},
             {"role": "assistant", "content": "I love hiking and my name is Claude."},

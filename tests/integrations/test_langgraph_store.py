@@ -278,9 +278,14 @@ def test_memories_from_chat_are_items_keyed_by_id(store: MemorydStore,
     [memory] = client.list(user).items
     ns = ("memories", user)
     [hit] = store.search(ns, query="which instrument do I play?", limit=1)
-    assert (hit.key, hit.value) == (memory.id, {"content": "I play the cello"})
+    # Its value is its content with where it came from: the message and its job.
+    assert (hit.key, hit.value["content"], hit.value["kind"]) == (
+        memory.id, "I play the cello", "episode")
+    [source] = hit.value["sources"]
+    assert (source["role"], source["message_index"], source["job_id"]) == (
+        "user", 0, job.job_id)
     item = store.get(ns, memory.id)
-    assert item is not None and item.value == {"content": "I play the cello"}
+    assert item is not None and item.value == hit.value
     # A put under its id replaces it with a named slot of that key.
     store.put(ns, memory.id, {"content": "I play the cello and the piano"})
     [now] = client.list(user).items

@@ -118,11 +118,24 @@ async def scenario(session: ClientSession, others: list[ClientSession], user: st
     turn = await settled(session, await call(session, "add_memory", thread_id="t1", messages=[
         {"role": "user", "content": "My favourite food is hotpot"},
         {"role": "assistant", "content": "Noted!"}]))
-    assert [m["content"] for m in turn["memories"]] == ["User's favourite food is hotpot"]
+    # The default extraction: both turns kept as episodes, and the fact drawn from the user's.
+    kept = {m["content"]: m for m in turn["memories"]}
+    assert {c: m["kind"] for c, m in kept.items()} == {
+        "My favourite food is hotpot": "episode", "Noted!": "episode",
+        "User's favourite food is hotpot": "fact"}
+    fact = kept["User's favourite food is hotpot"]
     food = (await call(session, "search_memories", query="what food do I like?"))["results"]
-    assert food[0]["memory"]["id"] == turn["memories"][0]["id"]
+    assert fact["id"] in [h["memory"]["id"] for h in food]
     listed = (await call(session, "list_memories", limit=10))["items"]
     assert memory_id in [m["id"] for m in listed]
+    # Provenance: the fact names its message and episode, and the episode lists its facts.
+    episode = kept["My favourite food is hotpot"]["id"]
+    got = await call(session, "get_memory", memory_id=fact["id"])
+    assert got["episodes"] == [episode]
+    assert [(s["role"], s["message_index"], s["thread_id"]) for s in got["sources"]] == [
+        ("user", 0, "t1")]
+    drawn = (await call(session, "list_memories", episode=episode))["items"]
+    assert [m["id"] for m in drawn] == [fact["id"]]
 
     await settled(session, await call(session, "update_memory", memory_id=memory_id,
                                       content="I moved to Munich in March 2024"))

@@ -38,11 +38,15 @@ def interact(client: httpx.Client, user: str, *turns: tuple[str, str],
     return wait_job(client, response.json()["job_id"], timeout_s=60)
 
 
-def memories(client: httpx.Client, user: str) -> list[dict[str, Any]]:
+def memories(client: httpx.Client, user: str, kind: str | None = None) -> list[dict[str, Any]]:
+    """The user's memories other than the turns the default extraction keeps beside the
+    model's facts (episodes), or those of `kind`."""
     response = client.get("/v1/memories", params={"user_id": user})
     assert response.status_code == 200, response.text
     items: list[dict[str, Any]] = response.json()["items"]
-    return items
+    if kind is not None:
+        return [m for m in items if m["kind"] == kind]
+    return [m for m in items if m["kind"] != "episode"]
 
 
 def saved_id(client: httpx.Client, user: str, content: str) -> str:
@@ -148,13 +152,41 @@ def test_java_16_then_17_leaves_one_current_memory_with_history(
     [applied] = second["result"]["applied"]
     assert applied["verdict"] == "update_old" and applied["outcome"] == "updated"
     hits = search(lapi, user, "项目用的 Java 版本")
-    assert [h["memory"]["content"] for h in hits] == ["项目升级到 Java 17"]
+    # The superseded fact leaves search; the turns (episodes) stay as they were said.
+    assert [h["memory"]["content"] for h in hits if h["memory"]["kind"] == "fact"] == [
+        "项目升级到 Java 17"]
     assert [m["content"] for m in memories(lapi, user)] == ["项目升级到 Java 17"]
     history = lapi.get(f"/v1/memories/{applied['memory_id']}/history",
                        params={"user_id": user}).json()
     assert [e["after"] for e in history["events"]] == ["项目使用 Java 16", "项目升级到 Java 17"]
     [judged] = llm.received(JUDGE)
     assert "项目使用 Java 16" in judged.text and "项目升级到 Java 17" in judged.text
+
+
+def test_the_default_keeps_turns_as_episodes_linked_to_the_models_facts(
+    llm: FakeLLM, lapi: httpx.Client, user: str
+) -> None:
+    llm.script(ops(op("ADD", "User has a dog named Rex", category="fact")), model=EXTRACTOR)
+    job = interact(lapi, user, ("user", "Hi there!"), ("assistant", "Hello, how are you?"),
+                   ("user", "Good. I also have a dog named Rex"), thread_id="t-llm")
+    assert job["status"] == "succeeded", job
+    assert (job["result"]["added"], job["result"]["episodes"]) == (1, 3)
+    episodes = {m["content"]: m for m in memories(lapi, user, kind="episode")}
+    assert set(episodes) == {"Hi there!", "Hello, how are you?",
+                             "Good. I also have a dog named Rex"}
+    assert episodes["Hello, how are you?"]["sources"][0]["role"] == "assistant"
+    [fact] = memories(lapi, user)
+    said = episodes["Good. I also have a dog named Rex"]
+    assert (fact["kind"], fact["episodes"]) == ("fact", [said["id"]])
+    assert [(s["message_index"], s["role"]) for s in fact["sources"]] == [(2, "user")]
+    drawn = lapi.get("/v1/memories", params={"user_id": user, "episode": said["id"]}).json()
+    assert [m["id"] for m in drawn["items"]] == [fact["id"]]
+    # The model is shown earlier facts, never the turns kept as episodes.
+    llm.script(ops(), model=EXTRACTOR)
+    assert interact(lapi, user, ("user", "What is my dog called?"))["status"] == "succeeded"
+    sent = llm.received(EXTRACTOR)[-1]
+    assert "User has a dog named Rex" in sent.text
+    assert "Hello, how are you?" not in sent.text
 
 
 def test_conflict_keeps_both_and_ranks_the_newer_first(

@@ -68,7 +68,9 @@ export interface paths {
         post?: never;
         /**
          * Delete Memory
-         * @description Forget one memory: its point is removed and its history keeps no content.
+         * @description Forget one memory: its point is removed and its history keeps no content. An
+         *     episode takes with it the facts drawn only from it; a fact drawn from other episodes
+         *     too stays, without its link to this one (docs/usage.md#provenance).
          */
         delete: operations["delete_memory_v1_memories__memory_id__delete"];
         options?: never;
@@ -967,12 +969,51 @@ export interface components {
              */
             events: components["schemas"]["HistoryEvent"][];
         };
+        /**
+         * MemoryKind
+         * @description What a memory is: a posted message kept verbatim, a fact drawn from such messages,
+         *     or a note (an explicit save or an import).
+         * @enum {string}
+         */
+        MemoryKind: "episode" | "fact" | "note";
         /** MemoryPage */
         MemoryPage: {
             /** Items */
             items: components["schemas"]["MemoryView"][];
             /** Next Cursor */
             next_cursor?: string | null;
+        };
+        /**
+         * MemorySource
+         * @description Where a memory came from: one message of one job (or, for a note, the job itself).
+         *
+         *     An episode has one source per time its message was posted; a fact one per message it
+         *     was drawn from, so an extraction can be audited against the words it came from.
+         */
+        MemorySource: {
+            /** Thread Id */
+            thread_id?: string | null;
+            /**
+             * Message Index
+             * @description index in the interaction's messages
+             */
+            message_index?: number | null;
+            role?: components["schemas"]["Role"] | null;
+            /**
+             * Metadata
+             * @description that message's own metadata
+             */
+            metadata?: {
+                [key: string]: unknown;
+            };
+            /** Job Id */
+            job_id?: string | null;
+            /**
+             * At
+             * Format: date-time
+             * @description the message's created_at, else the job's arrival
+             */
+            at: string;
         };
         /**
          * MemoryType
@@ -1029,6 +1070,21 @@ export interface components {
             superseded_by?: string | null;
             /** Conflicts With */
             conflicts_with?: string[];
+            /**
+             * @description episode (a posted message kept verbatim), fact (drawn from episodes) or note (a save or import)
+             * @default note
+             */
+            kind?: components["schemas"]["MemoryKind"];
+            /**
+             * Sources
+             * @description the messages it came from: thread, message index and role, that message's metadata, the job and the time
+             */
+            sources?: components["schemas"]["MemorySource"][];
+            /**
+             * Episodes
+             * @description a fact's episodes: the ids it was drawn from
+             */
+            episodes?: string[];
         };
         /** Message */
         Message: {
@@ -1506,6 +1562,10 @@ export interface operations {
                 cursor?: string | null;
                 /** @description the named slot */
                 key?: string | null;
+                /** @description episode, fact or note */
+                kind?: components["schemas"]["MemoryKind"] | null;
+                /** @description an episode's id: the facts drawn from it */
+                episode?: string | null;
             };
             header?: never;
             path?: never;
