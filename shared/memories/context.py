@@ -38,20 +38,23 @@ from shared.retrieval.context_tokens import TokenCounter, default_counter
 SEARCH_USER_TURNS = 2
 SEARCH_QUERY_CHARS = 1000
 
-# What enters the block, on the calibrated score's logit (the relevance scale the
-# calibration is linear on, `shared.retrieval.scoring.calibrated`):
-# - the best hit enters when it is relevant on its own (score 0.5 and up), or when it stands
-#   out from the rest of this user's candidates by `STANDOUT` (its logit above their
-#   median's): an unrelated question meets a flat list of weak candidates, and gets no
-#   block; a right answer that scores low for want of shared words or a shared language
-#   still stands out from the user's other memories;
-# - the others enter while they stay within `FALLOFF` of the best: how far the rest fall
-#   from the best decides, not an absolute cut, and the token budget then keeps the best.
-STANDOUT = 2.0
-FALLOFF = 3.0
-# With fewer candidates than this the user has no background to stand out from: the best
-# enters with whatever stays close to it (a new user's few memories cost little room).
-BACKGROUND_MIN = 5
+# What enters the block (`admitted`), on the calibrated score (`shared.retrieval.scoring`):
+# - the best hit opens the block when it reaches `OPENS`. Measured on MADial zh's candidate
+#   lists (docs/decisions/0027-what-enters-the-context-block.md), the best hit's own score
+#   tells a user who has the evidence from one who has not far better (AUC 0.84) than how
+#   far it stands out from the user's other candidates (0.62-0.66), so the gate is the
+#   calibrated score, set a little below "relevant" (0.5): a right answer that scores
+#   lower for want of shared words still opens the block, and a user without the
+#   evidence still gets an empty one;
+# - the others enter while they stay within `FALLOFF` of the best, on the logit (the scale
+#   the calibration is linear on): how far they fall from the best decides, not an absolute
+#   cut, and the token budget then keeps the best of them;
+# - a user with fewer than `FEW` memories in reach gets the best whatever its score: the
+#   few there are cost little room, and e5-small scores short paraphrases and crossed
+#   languages low (README's example ranks first at 0.10).
+OPENS = 0.44
+FALLOFF = 2.0
+FEW = 5
 # An episode whose words the block's facts drawn from it already hold (this share of its
 # words) adds nothing, and leaves its place to other evidence.
 COVERED = 0.6
@@ -103,25 +106,13 @@ def _logit(score: float) -> float:
 
 
 def admitted(hits: Sequence[SearchHit], min_score: float | None = None) -> list[SearchHit]:
-    """The hits (not next turns) that may enter the block, best first.
-
-    Decided against this user's own candidates, `hits` being all of them the search
-    returned, best first: see `STANDOUT` and `FALLOFF`. `min_score`, when the caller sets
-    it, is an absolute floor on top.
-    """
+    """The hits (not next turns) that may enter the block, best first: see `OPENS`,
+    `FALLOFF` and `FEW`. `hits` are all the candidates the search returned for this user.
+    `min_score`, when the caller sets it, is an absolute floor on top."""
     ranked = sorted((h for h in hits if h.context_of is None), key=lambda h: -h.score)
-    if not ranked:
+    if not ranked or (ranked[0].score < OPENS and len(ranked) >= FEW):
         return []
-    best = ranked[0]
-    top = _logit(best.score)
-    rest = [_logit(h.score) for h in ranked[1:]]
-    if best.score >= 0.5 or len(rest) + 1 < BACKGROUND_MIN:
-        enters = True
-    else:
-        enters = top - float(np.median(rest)) >= STANDOUT
-    if not enters:
-        return []
-    floor = top - FALLOFF
+    floor = _logit(ranked[0].score) - FALLOFF
     kept = [h for h in ranked if _logit(h.score) >= floor]
     if min_score is not None:
         kept = [h for h in kept if h.score >= min_score]
