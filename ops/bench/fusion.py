@@ -75,7 +75,7 @@ def dump(options: EvalOptions, out: Path) -> None:
             owner = Owner(tenant_id="eval", user_id=user)
             req = SearchRequest(user_id=user, query=q.query, top_k=10, mode=SearchMode.HYBRID)
             with rp.query_embedder.session():
-                c, _conds = gather(rp, owner, req)
+                c, _conds, _vector = gather(rp, owner, req)
             return Dumped(q.qid, q.category, q.query, q.relevant if user == q.user_id else (),
                           [key_of[user].get(i, "") for i in c.ids], c.dense, c.keyword,
                           c.dense_rank, c.keyword_rank, c.lists.fields)

@@ -112,10 +112,15 @@ def with_next_turns(
     as_of: datetime,
     payloads: dict[str, dict[str, Any]],
     cues: TimeCues | None = None,
+    own: dict[str, tuple[float, float]] | None = None,
 ) -> list[Scored]:
     """The turn after each of the best hits, placed right after it: the answer to a
     question often follows the turn that matches it (measured: docs/retrieval.md). The
-    next turns' payloads go into `payloads`, so the page does not read them again."""
+    next turns' payloads go into `payloads`, so the page does not read them again.
+
+    A next turn is context of its hit (`context_of`), not a hit: it keeps the score its own
+    text earned (`own`: a candidate's final score and relevance), or 0 when it was no
+    candidate at all, so its label never borrows the hit's."""
     top = [s for s in scored[: rp.weights.context_hits] if s.place is not None]
     if not top:
         return scored
@@ -139,7 +144,8 @@ def with_next_turns(
         nxt = after.get((s.place[0], s.place[1] + 1))
         if nxt is not None and nxt.id not in seen:
             parts = scoring.boosts(nxt.payload, as_of, rp.weights, cues)
-            out.append(Scored(nxt.id, s.final, scoring.ListScores(), s.rel, parts,
+            final, rel = (own or {}).get(nxt.id, (0.0, 0.0))
+            out.append(Scored(nxt.id, final, scoring.ListScores(), rel, parts,
                               (s.place[0], s.place[1] + 1), context_of=s.id))
             seen.add(nxt.id)
     return out
@@ -195,7 +201,20 @@ def list_depth(depth: int, top_k: int) -> int:
     return max(depth, top_k * depth // 10)
 
 
+@dataclass(frozen=True)
+class Found:
+    """A search's answer and the query vector it ranked with (None in keyword mode): the
+    context block quotes a long memory by the passage nearest that vector."""
+
+    response: SearchResponse
+    vector: np.ndarray | None
+
+
 def search(rp: ReadPath, owner: Owner, req: SearchRequest) -> SearchResponse:
+    return find_memories(rp, owner, req).response
+
+
+def find_memories(rp: ReadPath, owner: Owner, req: SearchRequest) -> Found:
     # The whole search is one session of the query model: with concurrent searches, e5 runs
     # on narrow teams instead of spinning a wide one against the others' Python work.
     with rp.query_embedder.session():
@@ -204,10 +223,12 @@ def search(rp: ReadPath, owner: Owner, req: SearchRequest) -> SearchResponse:
 
 def gather(
     rp: ReadPath, owner: Owner, req: SearchRequest,
-) -> tuple[scoring.Candidates, list[Condition]]:
+) -> tuple[scoring.Candidates, list[Condition], np.ndarray | None]:
     """A search's candidates: each list the mode searches, to its depth, under the caller's
-    filters (returned too, for the reads that follow)."""
+    filters (returned too, for the reads that follow), and the query vector (None in
+    keyword mode)."""
     queries: list[VectorQuery] = []
+    vector: np.ndarray | None = None
     text = read_query(req.query)
     # A multi-line query is a conversation excerpt: every mode weighs its current turn
     # more (docs/retrieval.md), so the modes read the same query and share a calibration.
@@ -238,7 +259,7 @@ def gather(
     candidates = scoring.Candidates.of(
         lists, 0 if req.mode is not SearchMode.KEYWORD else None,
         len(lists.lists) - 1 if keywords is not None else None)
-    return candidates, conditions
+    return candidates, conditions, vector
 
 
 def with_parts_merged(lists: RankedLists, depth: int) -> RankedLists:
@@ -262,12 +283,12 @@ def with_parts_merged(lists: RankedLists, depth: int) -> RankedLists:
     return RankedLists([merged, *rest], kept, lists.fields[rows], lists.threads)
 
 
-def _search(rp: ReadPath, owner: Owner, req: SearchRequest) -> SearchResponse:
+def _search(rp: ReadPath, owner: Owner, req: SearchRequest) -> Found:
     started = time.perf_counter()
     if req.rerank:
         _ = rp.reranker()  # refuse an unconfigured rerank before doing any work
     weights = rp.weights
-    candidates, conditions = gather(rp, owner, req)
+    candidates, conditions, vector = gather(rp, owner, req)
     as_of = req.as_of or utcnow()
     # The query's end holds its current turn; a bounded read keeps hostile text cheap.
     tail = read_query(req.query[-QUERY_TAIL_CHARS:])
@@ -294,7 +315,11 @@ def _search(rp: ReadPath, owner: Owner, req: SearchRequest) -> SearchResponse:
         if req.min_score is not None:
             scored = [s for s in scored if s.final >= req.min_score]
     if req.mode is SearchMode.HYBRID and weights.context_hits:
-        scored = with_next_turns(rp, owner, conditions, scored, as_of, payloads, cues)
+        own = {c: (float(final[i]), float(rels[i])) for i, c in enumerate(candidates.ids)}
+        scored = with_next_turns(rp, owner, conditions, scored, as_of, payloads, cues, own)
+        if req.min_score is not None:
+            # A next turn is shown only when its own text earns `min_score`.
+            scored = [s for s in scored if s.final >= req.min_score]
     page = scored[: req.top_k]
     # Candidates carry only what scoring reads; the rest of the page's records in one call.
     missing = [s.id for s in page if s.id not in payloads]
@@ -312,7 +337,9 @@ def _search(rp: ReadPath, owner: Owner, req: SearchRequest) -> SearchResponse:
         if s.id in full
     ]
     hits = order_conflicts(hits)
-    return SearchResponse(results=hits, took_ms=round((time.perf_counter() - started) * 1000, 3))
+    return Found(SearchResponse(results=hits,
+                                took_ms=round((time.perf_counter() - started) * 1000, 3)),
+                 vector)
 
 
 def get_memory(rp: ReadPath, owner: Owner, memory_id: str) -> MemoryRecord:

@@ -392,14 +392,22 @@ class ContextRequest(Scoped, ReadYourWrites):
     types: list[MemoryType] | None = None
     tags: list[Tag] | None = None
     top_k: int = Field(20, ge=1, le=50, description="how many memories to consider")
-    min_score: float = Field(0.3, ge=0, le=1, description="on the calibrated search score")
+    min_score: float | None = Field(
+        None, ge=0, le=1, description="an absolute floor on the calibrated search score, on "
+        "top of the default rule: what enters is decided against the user's own candidates "
+        "(the best hit must stand out from the rest; the others stay close to it)")
     language: ContextLanguage = ContextLanguage.AUTO
 
 
 class ContextItem(BaseModel):
     memory: MemoryView
-    score: float = Field(description="calibrated to [0, 1]")
-    label: str
+    score: float = Field(description="calibrated to [0, 1], earned by the memory's own text")
+    label: str = Field(description="high, relevant or reference as in search; `context` for "
+                       "a next turn shown as context of the hit `context_of`")
+    context_of: str | None = Field(
+        None, description="set on a turn shown after this hit's id, as its context")
+    quote: str | None = Field(
+        None, description="the passage of a long memory that the block quotes, when not all")
 
 
 class ContextResponse(BaseModel):

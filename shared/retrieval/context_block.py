@@ -17,8 +17,9 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
+from shared.records.models import Role
 from shared.records.schemas import BlockLanguage
 
 # The block's first line: what the quoted lines are and that they are not instructions. One
@@ -142,6 +143,26 @@ def format_line(content: str, occurred_at: datetime) -> str:
     return f"- [{day}] {quote(content)}"
 
 
+# How an episode (a message kept verbatim) is introduced: who said it. The words are the
+# block's, outside the quotes, so they cannot be faked by a memory's text.
+SPEAKERS = {
+    BlockLanguage.EN: {Role.USER: "the user said", Role.ASSISTANT: "the assistant said"},
+    BlockLanguage.ZH: {Role.USER: "用户说", Role.ASSISTANT: "助手说"},
+}
+
+
+def episode_line(
+    content: str, occurred_at: datetime, role: Role | None, language: BlockLanguage,
+) -> str:
+    """`- [YYYY-MM-DD] the user said "content"` (or the assistant); a message of another
+    role, or of none, reads as a note."""
+    speaker = SPEAKERS[language].get(role) if role is not None else None
+    if speaker is None:
+        return format_line(content, occurred_at)
+    day = occurred_at.astimezone(UTC).date().isoformat()
+    return f"- [{day}] {speaker} {quote(content)}"
+
+
 def render(language: BlockLanguage, lines: Sequence[str]) -> str:
     """The preamble and one line per memory; no memories, no block (not a lone preamble)."""
     if not lines:
@@ -167,11 +188,15 @@ def pack(
     entries: Iterable[tuple[T, str]],
     budget: int,
     count: Callable[[str], int],
+    order: Callable[[T], Any] | None = None,
 ) -> Packed[T]:
     """Add entries (item, line) in the given order while the whole block stays in budget.
 
     An entry that does not fit is skipped and counted, and a later, shorter one may still
     fit. `tokens` is always the exact count of the returned block, never above `budget`.
+    With `order`, the kept entries are then written sorted by it (the given order is what
+    the budget keeps first); should the lines join to more tokens that way, the last kept
+    entries leave until the block fits.
 
     Counting the whole block for every entry is quadratic (seconds for 50 long memories), so
     each line is counted once and added to a running total; only entries near the edge get
@@ -201,11 +226,28 @@ def pack(
             running, running_is_exact = estimate, False
         kept.append(item)
         lines.append(line)
+    if order is not None:
+        return _reordered(language, list(zip(kept, lines, strict=True)), omitted, budget,
+                          count, order)
     block = render(language, lines)
     tokens = count(block)
     if tokens > budget:
         return pack_exactly(language, entries, budget, count)
     return Packed(block, tokens, kept, omitted)
+
+
+def _reordered(
+    language: BlockLanguage, kept: list[tuple[T, str]], omitted: int, budget: int,
+    count: Callable[[str], int], order: Callable[[T], Any],
+) -> Packed[T]:
+    while True:
+        written = sorted(kept, key=lambda entry: order(entry[0]))
+        block = render(language, [line for _, line in written])
+        tokens = count(block)
+        if tokens <= budget or not kept:
+            return Packed(block, tokens, [item for item, _ in written], omitted)
+        kept = kept[:-1]
+        omitted += 1
 
 
 def pack_exactly(
