@@ -320,6 +320,7 @@ class Corpus:
     key_field: str
     users: dict[str, list[Interaction]] = field(default_factory=dict)
     store_roles: tuple[str, ...] = ("user",)
+    left_out: int = 0  # items of the data that say nothing once normalised (not posted)
 
 
 def locomo_corpus(conversations: Sequence[Conversation], max_messages: int) -> Corpus:
@@ -464,9 +465,15 @@ def load_longmemeval(path: Path) -> LongMemEval:
     return parse_longmemeval(items)
 
 
+# Turns per interaction in the ranking protocol: a session of long turns in one job could
+# outlast the worker's time limit on a loaded host; how a session is cut ranks nothing.
+DIALOGUE_CHUNK = 8
+
+
 def dialogue_corpus(dialogues: Sequence[Dialogue], max_messages: int, prefix: str) -> Corpus:
     """The ranking protocol: every turn stored raw, user and assistant, one interaction per
-    session (or chunk of one), each message under its own role."""
+    chunk of a session, each message under its own role."""
+    max_messages = min(max_messages, DIALOGUE_CHUNK)
     corpus = Corpus("turn", store_roles=("user", "assistant"))
     for d in dialogues:
         corpus.users[d.user_id] = [

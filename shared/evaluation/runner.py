@@ -211,8 +211,9 @@ def _load_files(
         if options.data is None:
             raise EvalError("longmemeval needs --data <longmemeval_s_*.json[.xz]>")
         lme = ds.load_longmemeval(options.data)
-        inputs = {"data": str(options.data), "empty_turns_left_out": str(lme.empty_turns)}
-        return ds.dialogue_corpus(lme.dialogues, max_messages, "lme"), lme.questions, inputs
+        corpus = ds.dialogue_corpus(lme.dialogues, max_messages, "lme")
+        corpus.left_out = lme.empty_turns
+        return corpus, lme.questions, {"data": str(options.data)}
     raise EvalError(f"unknown dataset {options.dataset!r}: {', '.join(DATASETS)}")
 
 
@@ -231,6 +232,14 @@ def select_questions(options: EvalOptions, questions: list[ds.Question]) -> list
     return questions[: options.limit_questions]
 
 
+def limits_of(options: EvalOptions) -> dict[str, str]:
+    """The options that cut the set, as the report's inputs (the page's command repeats
+    them)."""
+    limits = {"limit_conversations": options.limit_conversations,
+              "limit_questions": options.limit_questions, "per_category": options.per_category}
+    return {k: str(v) for k, v in limits.items() if v is not None}
+
+
 def metric_specs(dataset: str) -> tuple[Sequence[mx.MetricSpec], list[str]]:
     """The dataset's metrics and the order of its categories."""
     if dataset == "locomo":
@@ -245,7 +254,7 @@ def only_asked(corpus: ds.Corpus, questions: Sequence[ds.Question]) -> ds.Corpus
     reads, so a subset of questions ingests only their haystacks."""
     asked = {q.user_id for q in questions}
     return ds.Corpus(corpus.key_field, {u: i for u, i in corpus.users.items() if u in asked},
-                     corpus.store_roles)
+                     corpus.store_roles, corpus.left_out)
 
 
 def run_evaluation(
@@ -259,6 +268,7 @@ def run_evaluation(
 
     began, started_at = time.perf_counter(), datetime.now(UTC)
     corpus, qset, inputs = load_dataset(options, Settings().max_messages)
+    inputs = {**inputs, **limits_of(options)}
     questions = select_questions(options, qset.questions)
     if options.dataset == "longmemeval":
         corpus = only_asked(corpus, questions)
@@ -293,6 +303,7 @@ def run_evaluation(
             "questions_left_out_by_limit": len(qset.questions) - len(questions),
             "questions_with_merged_evidence": merged_away,
             "unresolved_evidence_ids": len(qset.unresolved_ids),
+            "empty_turns_left_out": corpus.left_out,
         },
         ingest={
             "seconds": round(outcome.seconds, 2), "jobs": outcome.jobs,
@@ -315,9 +326,10 @@ def parse_protocol(value: str) -> str:
 
 
 def load_dialogues(options: EvalOptions) -> tuple[list[ds.Dialogue], ds.QuestionSet,
-                                                   dict[str, str], str]:
+                                                   dict[str, str], str, int]:
     """The chat protocol's input: each user's conversation with roles, the questions, what
-    was read, and the metadata field that carries a turn's evidence id."""
+    was read, the metadata field that carries a turn's evidence id, and how many turns
+    were left out as empty."""
     try:
         if options.dataset == "locomo":
             if options.data is None:
@@ -327,13 +339,13 @@ def load_dialogues(options: EvalOptions) -> tuple[list[ds.Dialogue], ds.Question
             if options.long_turns is not None:
                 convs, qset = ds.long_turns(convs, qset, options.long_turns)
                 inputs["long_turns"] = str(options.long_turns)
-            return ds.locomo_dialogues(convs), qset, inputs, "dia_id"
+            return ds.locomo_dialogues(convs), qset, inputs, "dia_id", 0
         if options.dataset == "longmemeval":
             if options.data is None:
                 raise EvalError("longmemeval needs --data <longmemeval_s_*.json[.xz]>")
             lme = ds.load_longmemeval(options.data)
-            inputs = {"data": str(options.data), "empty_turns_left_out": str(lme.empty_turns)}
-            return lme.dialogues, lme.questions, inputs, "turn"
+            return lme.dialogues, lme.questions, {"data": str(options.data)}, "turn", \
+                lme.empty_turns
     except OSError as exc:
         raise EvalError(f"cannot read {exc.filename or 'the data'}: {exc.strerror}") from exc
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -354,7 +366,8 @@ def run_chat(
             console.print(text)
 
     began, started_at = time.perf_counter(), datetime.now(UTC)
-    dialogues, qset, inputs, key_field = load_dialogues(options)
+    dialogues, qset, inputs, key_field, left_out = load_dialogues(options)
+    inputs = {**inputs, **limits_of(options)}
     questions = select_questions(options, qset.questions)
     if options.dataset == "longmemeval":  # each question is a user of its own
         asked = {q.user_id for q in questions}
@@ -382,6 +395,7 @@ def run_chat(
             "questions_ignored_category": qset.ignored_category,
             "questions_left_out_by_limit": len(qset.questions) - len(questions),
             "unresolved_evidence_ids": len(qset.unresolved_ids),
+            "empty_turns_left_out": left_out,
         },
     )
     report.wall_time_s = round(time.perf_counter() - began, 2)

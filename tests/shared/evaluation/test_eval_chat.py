@@ -69,7 +69,7 @@ def test_longmemeval_ranking_end_to_end(tmp_path: Path) -> None:
     done = run_eval(["longmemeval", "--data", str(write_lme(tmp_path)), "--out", str(out)])
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(out.read_text())
-    assert report["inputs"]["empty_turns_left_out"] == "2"
+    assert report["counts"]["empty_turns_left_out"] == 2
     assert report["counts"]["users"] == 2 and report["counts"]["items"] == 14
     assert report["counts"]["memories"] == 14
     (result,) = report["results"]
@@ -99,6 +99,7 @@ def test_chat_protocol_end_to_end_on_longmemeval(tmp_path: Path) -> None:
     assert ingest["turns_per_s"] > 0
     assert ingest["memories_per_turn"] == round(ingest["memories"] / 14, 3)
     assert report["counts"]["questions_evaluated"] == 2
+    assert report["counts"]["empty_turns_left_out"] == 2
     answers = report["questions"]
     assert [a["qid"] for a in answers] == ["q-move", "q-cat"]
     for a in answers:
