@@ -525,8 +525,7 @@ _HEADLINES = {"locomo": ("LoCoMo recall@10, hybrid", "recall@10"),
               "madial": ("MADial zh recall@5, hybrid", "recall@5"),
               "madial-en": ("MADial en (our translation) recall@5, hybrid", "recall@5"),
               "madial-cross": ("MADial zh dialogues, en memories: recall@5, hybrid", "recall@5"),
-              "locomo-long": ("LoCoMo as long turns recall@10, hybrid", "recall@10"),
-              "longmemeval": ("LongMemEval dev half turn nDCG@10, hybrid", "ndcg@10")}
+              "locomo-long": ("LoCoMo as long turns recall@10, hybrid", "recall@10")}
 
 
 def _eval_rows(results: Path) -> list[tuple[str, str, str]]:
@@ -552,14 +551,6 @@ def _eval_rows(results: Path) -> list[tuple[str, str, str]]:
                              f"{_figure(cal['top_hit_labelled_relevant'])} / "
                              f"{_figure(cal['other_user_nothing_relevant'])}",
                              f"`memoryd eval {data['dataset']} --calibration`"))
-    for _, data in _newest(results, "chat"):
-        named = str(data.get("name", data["dataset"]))
-        long_turns = (data.get("inputs") or {}).get("long_turns")
-        command = f"memoryd eval {data['dataset']}" + (
-            f" --long-turns {long_turns}" if long_turns else "") + " --protocol chat" + (
-            f" --name {named}" if named != data["dataset"] else "")
-        rows.append((f"{named}, chat protocol: evidence in the /v1/context block",
-                     _figure(data["overall"]["evidence_in_block"]), f"`{command}`"))
     return rows
 
 
