@@ -33,7 +33,7 @@ from shared.platform.settings import Settings
 from shared.records.schemas import SearchMode
 
 STACK_SETTINGS = ("embedder", "query_cache_size", "worker_concurrency", "max_messages",
-                  "long_memory_parts", "max_content_chars")
+                  "long_memory_parts", "max_content_chars", "max_message_bytes")
 DATASETS = ("locomo", "madial", "longmemeval")
 
 
