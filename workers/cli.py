@@ -169,8 +169,10 @@ def beat(loglevel: Annotated[str, typer.Option(help="log level")] = "INFO") -> N
 
 @app.command(name="eval")
 def eval_(
-    dataset: Annotated[str, typer.Argument(help="locomo or madial (see ../shared/bench)")],
-    data: Annotated[Path | None, typer.Option(help="locomo: locomo10.json")] = None,
+    dataset: Annotated[str, typer.Argument(
+        help="locomo, madial or longmemeval (see ../shared/bench)")],
+    data: Annotated[Path | None, typer.Option(
+        help="locomo: locomo10.json; longmemeval: longmemeval_s_*.json[.xz]")] = None,
     memory: Annotated[Path | None, typer.Option(help="madial: the memory archive")] = None,
     dialogue: Annotated[Path | None, typer.Option(help="madial: the dialogues")] = None,
     mode: Annotated[list[str] | None, typer.Option(
@@ -188,18 +190,29 @@ def eval_(
     long_turns: Annotated[int | None, typer.Option(
         min=1, help="locomo: join each session's turns into memories of at least this many "
                     "characters (long chat turns)")] = None,
+    per_category: Annotated[int | None, typer.Option(
+        min=1, help="only the first N questions of each category (quick runs)")] = None,
+    protocol: Annotated[str, typer.Option(
+        help="ranking: raw memories through /v1/search; chat: turns posted as a chat server "
+             "posts them (default extraction), questions through /v1/context")] = "ranking",
 ) -> None:
     """Retrieval quality on a benchmark, through the real stack's write path and gateway.
 
     With --calibration, each mode also reports how often a top hit that bears evidence is
     labelled at least `relevant` (score >= 0.5), and how often the same question asked of
-    another user of the set (who has none of its memories) gets no hit labelled so."""
+    another user of the set (who has none of its memories) gets no hit labelled so.
+
+    With --protocol chat (locomo, longmemeval), each conversation is posted turn by turn
+    with the default extraction and each question asks /v1/context at its defaults: the
+    share of questions whose block holds an evidence turn, empty blocks, memories per turn,
+    block tokens, ingest turns/s, and /v1/context beside /v1/search latency."""
     from shared.evaluation import EvalError
     from shared.evaluation.runner import (
         EvalOptions,
         parse_as_of,
         parse_modes,
         parse_name,
+        parse_protocol,
         run_command,
     )
     from workers.eval_stack import embedded_stack
@@ -210,7 +223,8 @@ def eval_(
             dialogue=dialogue, embedder=embedder, data_dir=data_dir,
             limit_conversations=limit_conversations, limit_questions=limit_questions,
             as_of=parse_as_of(as_of), calibration=calibration,
-            name=parse_name(name), long_turns=long_turns,
+            name=parse_name(name), long_turns=long_turns, per_category=per_category,
+            protocol=parse_protocol(protocol),
         )
         run_command(options, embedded_stack, out, console)
     except EvalError as exc:

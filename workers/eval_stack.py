@@ -41,6 +41,9 @@ def embedded_stack_with_runtime(
         # the embedding, and the boost for past access would reward what earlier searches
         # returned. Both would make the numbers depend on the order of the modes.
         "query_cache_size": 0, "search_access_weight": 0.0,
+        # LongMemEval's turns run to 14,000 characters: the gateway's length guards are
+        # raised so every turn of the data is posted as it is (they shape no ranking).
+        "max_content_chars": 16384, "max_message_bytes": 65536,
     }
     if embedder is not None:
         values["embedder"] = embedder

@@ -8,7 +8,8 @@ ops.bench`; its `peer` part, from `--peer`, has a section of its own), `bench-1m
 (`python -m ops.bench.scale`), `hostile.json`,
 `bench-waits.json`, `fairness.json`, `proxy.json`, `freshness.json` (`python -m
 ops.bench.hostile`, `.waits`, `.fairness`, `.proxy`, `.freshness`) and the newest
-`eval-<dataset>-*.json` of each dataset (`memoryd eval`). Each report gets its section: the
+`eval-<dataset>-*.json` of each dataset (`memoryd eval`; `eval-chat-<set>-*.json` from
+`--protocol chat` has a section of its own). Each report gets its section: the
 table, the command that reproduces it (rebuilt from what the report recorded) and the
 machine line the report holds. The prose around them is the template below and carries no
 figure, so nothing on the page is typed by hand; a report not there yet gets a line saying
@@ -206,11 +207,16 @@ def freshness_block(data: Report) -> list[str]:
             "", f"Fresh searches that found their write: {found}."]
 
 
-def eval_block(data: Report) -> list[str]:
-    """`memoryd eval`: every mode's overall figures, then per category where there are any."""
+def _eval_argv(data: Report) -> list[str]:
     argv = ["memoryd", "eval", str(data["dataset"])]
     for name, path in data["inputs"].items():
         argv += [f"--{name.replace('_', '-')}", str(path)]
+    return argv
+
+
+def eval_block(data: Report) -> list[str]:
+    """`memoryd eval`: every mode's overall figures, then per category where there are any."""
+    argv = _eval_argv(data)
     argv += ["--mode", ",".join(data["modes"]), "--embedder", str(data["embedder"])]
     if data.get("name", data["dataset"]) != data["dataset"]:
         argv += ["--name", str(data["name"])]
@@ -262,6 +268,47 @@ def _figure(value: Any) -> str:
     return "-" if value is None else f"{float(value):.3f}"
 
 
+def chat_block(data: Report) -> list[str]:
+    """`memoryd eval --protocol chat`: what reaches the block, per category, then what the
+    ingest and the two routes cost."""
+    argv = [*_eval_argv(data), "--protocol", "chat", "--embedder", str(data["embedder"])]
+    if data.get("name", data["dataset"]) != data["dataset"]:
+        argv += ["--name", str(data["name"])]
+    git = data.get("git") or {}
+    commit = str(git.get("commit") or "unknown")[:12] + (" with changes" if git.get("dirty")
+                                                         else "")
+    lines = [_command(argv), "", _machine(data.get("machine")) + f" Run {data['started_at']}, "
+             f"commit {commit}, embedder {data['embedder']}."]
+    left = (data.get("counts") or {}).get("questions_left_out_by_limit")
+    if left:
+        lines += ["", f"A limited run: {left} questions left out."]
+
+    def row(label: str, g: Report) -> tuple[str, ...]:
+        return (label, str(g["count"]), _figure(g["evidence_in_block"]),
+                str(g["empty_blocks"]), _figure(g["search_evidence"]),
+                f"{float(g['tokens_mean']):.0f} / {float(g['tokens_p95']):.0f}")
+
+    groups = data.get("categories") or {}
+    rows = [row(label, g) for label, g in groups.items()] if len(groups) > 1 else []
+    rows.append(row("overall", data["overall"]))
+    lines += ["", *_table(("category", "questions", "evidence in block", "empty blocks",
+                           "evidence in search top 5", "block tokens mean / p95"), rows)]
+    ing, lat = data["ingest"], data["latency"]
+    ratio = (float(lat["context"]["p95_ms"]) / float(lat["search"]["p95_ms"])
+             if lat["search"].get("p95_ms") else None)
+    lines += ["", *_table(("ingest turns", "interactions", "turns/s", "memories",
+                           "memories per turn", "context mean / p95 ms",
+                           "search mean / p95 ms", "context p95 / search p95"),
+                          [(f"{ing['turns']:.0f}", f"{ing['interactions']:.0f}",
+                            f"{float(ing['turns_per_s']):.1f}", f"{ing['memories']:.0f}",
+                            f"{float(ing['memories_per_turn']):.3f}",
+                            f"{_ms(lat['context']['mean_ms'])} / "
+                            f"{_ms(lat['context']['p95_ms'])}",
+                            f"{_ms(lat['search']['mean_ms'])} / {_ms(lat['search']['p95_ms'])}",
+                            "-" if ratio is None else f"{ratio:.2f}")])]
+    return lines
+
+
 # ---- the page -----------------------------------------------------------------------------
 
 
@@ -281,19 +328,33 @@ def _one(name: str, render: Callable[[Report], list[str]]) -> Callable[
     return blocks
 
 
-def _evals(results: Path) -> list[tuple[str, list[str] | None]]:
-    """The newest report of each dataset (by its start time), datasets in name order."""
+def _newest(results: Path, protocol: str) -> list[tuple[Path, Report]]:
+    """The newest report of each set under `protocol` (by its start time), in name order."""
     newest: dict[str, tuple[str, Path, Report]] = {}
     for path in sorted(results.glob("eval-*.json")):
         data = _load(path)
+        if data.get("protocol", "ranking") != protocol:
+            continue
         key = str(data.get("name") or data.get("dataset", path.stem))
         started = str(data.get("started_at", ""))
         if key not in newest or started >= newest[key][0]:
             newest[key] = (started, path, data)
-    if not newest:
+    return [(path, data) for _, path, data in (newest[k] for k in sorted(newest))]
+
+
+def _chat_evals(results: Path) -> list[tuple[str, list[str] | None]]:
+    found = _newest(results, "chat")
+    if not found:
+        return [("bench-results/eval-chat-<set>-<time>.json", None)]
+    return [(f"bench-results/{path.name}", chat_block(data)) for path, data in found]
+
+
+def _evals(results: Path) -> list[tuple[str, list[str] | None]]:
+    """The newest ranking report of each dataset (by its start time), in name order."""
+    found = _newest(results, "ranking")
+    if not found:
         return [("bench-results/eval-<dataset>-<time>.json", None)]
-    return [(f"bench-results/{path.name}", eval_block(data))
-            for _, path, data in (newest[k] for k in sorted(newest))]
+    return [(f"bench-results/{path.name}", eval_block(data)) for path, data in found]
 
 
 def _load(path: Path) -> Report:
@@ -315,7 +376,11 @@ SECTIONS = (
         "(`ops/bench/data/madial_en/`), `madial-cross` its English memories searched with the "
         "Chinese dialogues. `locomo-long` is LoCoMo with each session's turns joined into "
         "long chat turns (`--long-turns`), where long memories are searched by their "
-        "passages (docs/decisions/0024-long-memories-as-passages.md). With `--calibration` each "
+        "passages (docs/decisions/0024-long-memories-as-passages.md). `longmemeval` is the "
+        "LongMemEval-S development half, every turn stored raw under its role and each "
+        "question asked at its own date: turn nDCG@10 with the `has_answer` turns relevant, "
+        "session recall_all@5 with sessions ranked by their best turn, per question type. "
+        "With `--calibration` each "
         "question is also asked of another user of the set, who has none of its memories.",
         "`memoryd eval locomo --data ../shared/bench/locomo10.json --mode dense,keyword,hybrid "
         "--calibration` and `memoryd eval madial --memory "
@@ -323,6 +388,23 @@ SECTIONS = (
         "../shared/bench/madial_zh/MADial-Bench-zh-dialogue.json --mode dense,keyword,hybrid "
         "--calibration` save them (the command above each table names its files)",
         _evals),
+    Section(
+        "The answer path (chat protocol)",
+        "`memoryd eval --protocol chat` measures the path a chat server uses: each "
+        "conversation posted turn by turn, one interaction per user message and the "
+        "assistant messages after it, with no `extract` field (the default extraction), each "
+        "message's evidence id in its own metadata; then each question asks `/v1/context` at "
+        "its defaults (only the user and the query). A question counts when an item of the "
+        "block holds a memory whose `sources` (else its metadata) reach an evidence turn. "
+        "LoCoMo's first speaker is the user, the other the assistant; LongMemEval posts its "
+        "own roles. Beside it: the same question through `/v1/search` at its defaults, "
+        "whether its results hold the evidence and what each route takes (client-side), the "
+        "memories the default extraction stored per posted turn, and the ingest rate from "
+        "the first post to the last job done.",
+        "`memoryd eval locomo --data ../shared/bench/locomo10.json --protocol chat` and "
+        "`memoryd eval longmemeval --data "
+        "../shared/bench/longmemeval/longmemeval_s_dev36.json.xz --protocol chat` save them",
+        _chat_evals),
     Section(
         "Performance",
         "`python -m ops.bench` starts the embedded stack (`memoryd up`) as a subprocess and "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import lzma
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ class Session:
 class Conversation:
     sample_id: str
     sessions: tuple[Session, ...]
+    speaker_a: str = ""  # the first speaker's name: the user under the chat protocol
 
     def dia_ids(self) -> set[str]:
         return {t.dia_id for s in self.sessions for t in s.turns}
@@ -70,6 +72,8 @@ class Question:
     query: str
     category: str
     relevant: tuple[str, ...]
+    sessions: tuple[str, ...] = ()  # LongMemEval: the sessions that hold the answer
+    as_of: datetime | None = None  # when the question is asked (LongMemEval: its date)
 
 
 @dataclass(frozen=True)
@@ -136,7 +140,8 @@ def parse_conversation(sample: dict[str, Any]) -> Conversation:
             for i, t in enumerate(raw[f"session_{number}"])
         )
         sessions.append(Session(number, turns))
-    return Conversation(str(sample["sample_id"]), tuple(sessions))
+    return Conversation(str(sample["sample_id"]), tuple(sessions),
+                        str(raw.get("speaker_a", "")))
 
 
 def locomo_questions(samples: Sequence[dict[str, Any]], known: dict[str, set[str]]) -> QuestionSet:
@@ -211,7 +216,7 @@ def long_turns(
                     group = []
                     length = min_chars * next(shape)
             sessions.append(Session(session.number, tuple(joined)))
-        merged.append(Conversation(conv.sample_id, tuple(sessions)))
+        merged.append(Conversation(conv.sample_id, tuple(sessions), conv.speaker_a))
     questions = [
         Question(q.qid, q.user_id, q.query, q.category,
                  tuple(dict.fromkeys(key_of[(q.user_id, r)] for r in q.relevant)))
@@ -300,6 +305,7 @@ class Item:
     key: str  # the dataset's id for this memory: a LoCoMo dia_id, a MADial memory id
     content: str
     created_at: datetime
+    role: str = "user"
 
 
 @dataclass(frozen=True)
@@ -313,6 +319,8 @@ class Interaction:
 class Corpus:
     key_field: str
     users: dict[str, list[Interaction]] = field(default_factory=dict)
+    store_roles: tuple[str, ...] = ("user",)
+    left_out: int = 0  # items of the data that say nothing once normalised (not posted)
 
 
 def locomo_corpus(conversations: Sequence[Conversation], max_messages: int) -> Corpus:
@@ -341,3 +349,160 @@ def madial_corpus(memories: Sequence[MadialMemory], max_messages: int) -> Corpus
             for i, part in enumerate(chunks(items, max_messages))
         ]
     return corpus
+
+
+# ---- LongMemEval -----------------------------------------------------------------------------
+
+# The six question types, in the order reports list them.
+LONGMEMEVAL_TYPES = ("single-session-user", "single-session-assistant",
+                     "single-session-preference", "multi-session", "knowledge-update",
+                     "temporal-reasoning")
+_LME_DATE = re.compile(
+    r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})\s*(?:\([A-Za-z]+\))?\s*(\d{1,2}):(\d{2})\s*$")
+# What the gateway drops before it stores a text (shared.records.schemas.normalize_text),
+# and whitespace: a turn of only these says nothing and is left out.
+_INVISIBLE = re.compile("[\x00-\x20\x7f\u00a0\u200b-\u200d\u2060\ufeff]")
+
+
+def parse_longmemeval_date(text: str) -> datetime:
+    """'2023/05/30 (Tue) 23:40' → 2023-05-30T23:40:00Z (the data gives no zone: UTC)."""
+    match = _LME_DATE.match(text)
+    if match is None:
+        raise ValueError(f"not a LongMemEval date: {text!r}")
+    year, month, day, hour, minute = (int(g) for g in match.groups())
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
+
+
+def says_something(text: str) -> bool:
+    return bool(_INVISIBLE.sub("", text))
+
+
+@dataclass(frozen=True)
+class ChatTurn:
+    """One message of a real chat: its evidence key, who said it, what, and when."""
+
+    key: str
+    role: str  # "user" or "assistant"
+    content: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class ChatSession:
+    thread_id: str
+    turns: tuple[ChatTurn, ...]
+
+
+@dataclass(frozen=True)
+class Dialogue:
+    """One user's history, session by session, as a chat server would have posted it."""
+
+    user_id: str
+    sessions: tuple[ChatSession, ...]
+
+    def turn_count(self) -> int:
+        return sum(len(s.turns) for s in self.sessions)
+
+
+def session_of(key: str) -> str:
+    """A LongMemEval turn key '<session_id>:<index>' → its session id."""
+    return key.rsplit(":", 1)[0]
+
+
+@dataclass(frozen=True)
+class LongMemEval:
+    dialogues: list[Dialogue]
+    questions: QuestionSet
+    empty_turns: int  # turns that say nothing once normalised (left out, not failed)
+
+
+def parse_longmemeval(items: Sequence[dict[str, Any]]) -> LongMemEval:
+    """Each question is its own user, who holds that question's haystack. A turn's key is
+    '<session_id>:<index in its session>'; relevant are the `has_answer` turns, and the
+    question's sessions are `answer_session_ids`. A question is asked at its own date."""
+    dialogues: list[Dialogue] = []
+    questions: list[Question] = []
+    empty = skipped = 0
+    for item in items:
+        user = str(item["question_id"])
+        sessions = []
+        relevant: list[str] = []
+        ids, dates = item["haystack_session_ids"], item["haystack_dates"]
+        if not len(ids) == len(dates) == len(item["haystack_sessions"]):
+            raise ValueError(f"{user}: haystack ids, dates and sessions differ in number")
+        for session_id, date, raw in zip(ids, dates, item["haystack_sessions"], strict=True):
+            start = parse_longmemeval_date(str(date))
+            turns = []
+            for i, turn in enumerate(raw):
+                key = f"{session_id}:{i}"
+                content = str(turn["content"])
+                if not says_something(content):
+                    empty += 1
+                    continue
+                if turn.get("has_answer"):
+                    relevant.append(key)
+                # One second per turn keeps the turns of a session in order on the time axis.
+                turns.append(ChatTurn(key, str(turn["role"]), content,
+                                      start + timedelta(seconds=i)))
+            sessions.append(ChatSession(str(session_id), tuple(turns)))
+        dialogues.append(Dialogue(user, tuple(sessions)))
+        if not relevant:
+            skipped += 1
+            continue
+        questions.append(Question(
+            qid=user, user_id=user, query=str(item["question"]),
+            category=str(item["question_type"]), relevant=tuple(relevant),
+            sessions=tuple(str(s) for s in item["answer_session_ids"]),
+            as_of=parse_longmemeval_date(str(item["question_date"])),
+        ))
+    return LongMemEval(dialogues, QuestionSet(questions, skipped, [], 0), empty)
+
+
+def load_longmemeval(path: Path) -> LongMemEval:
+    """The JSON list, or the same xz-compressed (`.xz`), as the benchmark ships it."""
+    raw = lzma.decompress(path.read_bytes()) if path.suffix == ".xz" else path.read_bytes()
+    items: list[dict[str, Any]] = json.loads(raw.decode("utf-8"))
+    return parse_longmemeval(items)
+
+
+# Turns per interaction in the ranking protocol: a session of long turns in one job could
+# outlast the worker's time limit on a loaded host; how a session is cut ranks nothing.
+DIALOGUE_CHUNK = 8
+
+
+def dialogue_corpus(dialogues: Sequence[Dialogue], max_messages: int, prefix: str) -> Corpus:
+    """The ranking protocol: every turn stored raw, user and assistant, one interaction per
+    chunk of a session, each message under its own role."""
+    max_messages = min(max_messages, DIALOGUE_CHUNK)
+    corpus = Corpus("turn", store_roles=("user", "assistant"))
+    for d in dialogues:
+        corpus.users[d.user_id] = [
+            Interaction(
+                f"eval-{prefix}-{d.user_id}-{s.thread_id}-c{i}",
+                [Item(t.key, t.content, t.created_at, t.role) for t in part],
+                thread_id=s.thread_id,
+            )
+            for s in d.sessions
+            for i, part in enumerate(chunks(s.turns, max_messages))
+            if part
+        ]
+    return corpus
+
+
+def locomo_dialogues(conversations: Sequence[Conversation]) -> list[Dialogue]:
+    """LoCoMo for the chat protocol: speaker A is the user, B the assistant. A turn's
+    speaker is its "<speaker>: " prefix (`turn_content`); a long turn (`long_turns`) takes
+    the role of its first line."""
+    def role(conv: Conversation, turn: Turn) -> str:
+        if not conv.speaker_a:
+            raise ValueError(f"{conv.sample_id}: the conversation names no speaker_a")
+        return "user" if turn.content.split(":", 1)[0] == conv.speaker_a else "assistant"
+
+    return [
+        Dialogue(conv.sample_id, tuple(
+            ChatSession(f"session-{s.number}",
+                        tuple(ChatTurn(t.dia_id, role(conv, t), t.content, t.created_at)
+                              for t in s.turns))
+            for s in conv.sessions))
+        for conv in conversations
+    ]

@@ -47,7 +47,7 @@ def wait_job(client: httpx.Client, job_id: str) -> dict[str, Any]:
 
 def ingest_user(
     base_url: str, user_id: str, interactions: Sequence[ds.Interaction], key_field: str,
-    stop: threading.Event,
+    stop: threading.Event, store_roles: Sequence[str] = ("user",),
 ) -> dict[str, str]:
     """One interaction at a time, in order, so a repeated content keeps its first key."""
     memory_of: dict[str, str] = {}
@@ -58,9 +58,10 @@ def ingest_user(
             body = {
                 "user_id": user_id, "extract": "raw",
                 "idempotency_key": interaction.idempotency_key,
+                **({"store_roles": list(store_roles)} if store_roles != ("user",) else {}),
                 **({"thread_id": interaction.thread_id} if interaction.thread_id else {}),
                 "messages": [
-                    {"role": "user", "content": it.content,
+                    {"role": it.role, "content": it.content,
                      "created_at": it.created_at.isoformat(), "metadata": {key_field: it.key}}
                     for it in interaction.items
                 ],
@@ -105,7 +106,8 @@ def ingest(base_url: str, corpus: ds.Corpus, concurrency: int) -> IngestOutcome:
     stop = threading.Event()
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         futures = {
-            user: pool.submit(ingest_user, base_url, user, inters, corpus.key_field, stop)
+            user: pool.submit(ingest_user, base_url, user, inters, corpus.key_field, stop,
+                              corpus.store_roles)
             for user, inters in corpus.users.items()
         }
         try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 
@@ -18,6 +18,32 @@ def recall_at(ranked: Sequence[str], relevant: Collection[str], k: int) -> float
 def hit_at(ranked: Sequence[str], relevant: Collection[str], k: int) -> float:
     """1.0 when at least one relevant id is among the first k results."""
     return 1.0 if set(ranked[:k]) & set(relevant) else 0.0
+
+
+def ndcg_at(ranked: Sequence[str], relevant: Collection[str], k: int) -> float:
+    """Binary-relevance nDCG over the first k results (repeats of an id count once)."""
+    if not relevant:
+        raise ValueError("nDCG is undefined without relevant ids")
+    wanted, seen = set(relevant), set()
+    dcg = 0.0
+    for rank, key in enumerate(ranked[:k]):
+        if key in wanted and key not in seen:
+            dcg += 1 / math.log2(rank + 2)
+        seen.add(key)
+    ideal = sum(1 / math.log2(rank + 2) for rank in range(min(len(wanted), k)))
+    return dcg / ideal
+
+
+def ranked_groups(ranked: Sequence[str], group_of: Callable[[str], str]) -> list[str]:
+    """Groups (a turn's session) ranked by their best member: in order of first appearance."""
+    return list(dict.fromkeys(group_of(key) for key in ranked))
+
+
+def recall_all_at(ranked: Sequence[str], relevant: Collection[str], k: int) -> float:
+    """1.0 when every relevant id is among the first k results (LongMemEval's recall_all)."""
+    if not relevant:
+        raise ValueError("recall_all is undefined without relevant ids")
+    return 1.0 if set(relevant) <= set(ranked[:k]) else 0.0
 
 
 def mean(values: Sequence[float]) -> float:
@@ -39,23 +65,35 @@ def percentile(values: Sequence[float], q: float) -> float:
 class MetricSpec:
     """A named metric: `recall@5` or `hit@10`."""
 
-    kind: str  # "recall" or "hit"
+    kind: str  # "recall", "hit", "ndcg", or "session_recall_all" (of the answer sessions)
     k: int
 
     @property
     def name(self) -> str:
         return f"{self.kind}@{self.k}"
 
-    def score(self, ranked: Sequence[str], relevant: Collection[str]) -> float:
+    def score(self, ranked: Sequence[str], relevant: Collection[str],
+              sessions: Collection[str] = (),
+              session_of: Callable[[str], str] | None = None) -> float:
         if self.kind == "recall":
             return recall_at(ranked, relevant, self.k)
         if self.kind == "hit":
             return hit_at(ranked, relevant, self.k)
+        if self.kind == "ndcg":
+            return ndcg_at(ranked, relevant, self.k)
+        if self.kind == "session_recall_all":
+            if session_of is None:
+                raise ValueError("session_recall_all needs the session of a key")
+            return recall_all_at(ranked_groups(ranked, session_of), sessions, self.k)
         raise ValueError(f"unknown metric kind {self.kind!r}")
 
 
 LOCOMO_METRICS = (MetricSpec("recall", 5), MetricSpec("recall", 10), MetricSpec("hit", 10))
 MADIAL_METRICS = (MetricSpec("recall", 5), MetricSpec("recall", 10), MetricSpec("hit", 5))
+# LongMemEval: turn nDCG@10 (the has_answer turns), session recall_all@5 (sessions ranked by
+# their best turn), and turn recall@10 beside them.
+LONGMEMEVAL_METRICS = (MetricSpec("ndcg", 10), MetricSpec("session_recall_all", 5),
+                       MetricSpec("recall", 10))
 
 
 @dataclass(frozen=True)
@@ -68,10 +106,13 @@ class ScoredQuestion:
 
 def score_question(
     qid: str, category: str, ranked: Sequence[str], relevant: Collection[str],
-    latency_ms: float, specs: Sequence[MetricSpec],
+    latency_ms: float, specs: Sequence[MetricSpec], sessions: Collection[str] = (),
+    session_of: Callable[[str], str] | None = None,
 ) -> ScoredQuestion:
     return ScoredQuestion(
-        qid, category, {s.name: s.score(ranked, relevant) for s in specs}, round(latency_ms, 3)
+        qid, category,
+        {s.name: s.score(ranked, relevant, sessions, session_of) for s in specs},
+        round(latency_ms, 3),
     )
 
 

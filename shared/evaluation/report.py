@@ -13,6 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from shared.evaluation.chat import ChatReport
 from shared.evaluation.metrics import GroupSummary, ScoredQuestion
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -90,12 +91,12 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def to_json(report: EvalReport) -> dict[str, Any]:
+def to_json(report: EvalReport | ChatReport) -> dict[str, Any]:
     data: dict[str, Any] = _json_safe(asdict(report))
     return data
 
 
-def write_json(report: EvalReport, path: Path) -> Path:
+def write_json(report: EvalReport | ChatReport, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(to_json(report), ensure_ascii=False, indent=2) + "\n", "utf-8")
     return path
@@ -148,3 +149,32 @@ def render(report: EvalReport, console: Console) -> None:
     )
     for warning in report.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}")
+
+
+def render_chat(report: ChatReport, console: Console) -> None:
+    """The chat protocol's figures: per category, then the ingest and the latencies."""
+    table = Table(title=f"{report.name} · protocol=chat · embedder={report.embedder}")
+    for column in ("category", "n", "evidence in block", "empty blocks", "search evidence",
+                   "block tokens mean", "p95"):
+        table.add_column(column, justify="left" if column == "category" else "right")
+
+    def row(label: str, g: Any, style: str | None = None) -> None:
+        table.add_row(label, str(g.count), _fmt(g.evidence_in_block), str(g.empty_blocks),
+                      _fmt(g.search_evidence), f"{g.tokens_mean:.0f}", f"{g.tokens_p95:.0f}",
+                      style=style)
+
+    if len(report.categories) > 1:
+        for label, group in report.categories.items():
+            row(label, group)
+        table.add_section()
+    row("overall", report.overall, style="bold")
+    console.print(table)
+    ing, lat = report.ingest, report.latency
+    console.print(
+        f"ingest: {ing['turns']:.0f} turns in {ing['interactions']:.0f} interactions, "
+        f"{ing['seconds']:.1f} s, {ing['turns_per_s']:.1f} turns/s; {ing['memories']:.0f} "
+        f"memories, {ing['memories_per_turn']:.3f} per turn")
+    console.print(
+        f"latency (client-side, defaults): /v1/context mean {lat['context']['mean_ms']:.1f} "
+        f"ms, p95 {lat['context']['p95_ms']:.1f} ms; /v1/search mean "
+        f"{lat['search']['mean_ms']:.1f} ms, p95 {lat['search']['p95_ms']:.1f} ms")

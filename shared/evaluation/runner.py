@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
-from shared.evaluation import EvalError
+from shared.evaluation import EvalError, chat
 from shared.evaluation import datasets as ds
 from shared.evaluation import metrics as mx
 from shared.evaluation.ingest import api_client, check, ingest
@@ -26,18 +26,20 @@ from shared.evaluation.report import (
     git_state,
     identical_modes,
     render,
+    render_chat,
     write_json,
 )
 from shared.platform.settings import Settings
 from shared.records.schemas import SearchMode
 
 STACK_SETTINGS = ("embedder", "query_cache_size", "worker_concurrency", "max_messages",
-                  "long_memory_parts")
+                  "long_memory_parts", "max_content_chars", "max_message_bytes")
+DATASETS = ("locomo", "madial", "longmemeval")
 
 
 @dataclass(frozen=True)
 class EvalOptions:
-    dataset: str  # "locomo" or "madial"
+    dataset: str  # "locomo", "madial" or "longmemeval"
     modes: list[str]
     data: Path | None = None
     memory: Path | None = None
@@ -51,6 +53,8 @@ class EvalOptions:
     calibration: bool = False  # also ask each question of another user (`calibration_of`)
     name: str | None = None  # the set's name in reports (default: the dataset's)
     long_turns: int | None = None  # LoCoMo: join turns into memories of this many characters
+    per_category: int | None = None  # the first N questions of each category (quick runs)
+    protocol: str = "ranking"  # "ranking" (raw memories, /v1/search) or "chat"
 
 
 def parse_as_of(value: str | None) -> datetime | None:
@@ -133,8 +137,9 @@ def run_mode(
         def search(q: ds.Question, user: str) -> tuple[list[tuple[str, float]], float]:
             body: dict[str, Any] = {"user_id": user, "query": q.query,
                                     "top_k": options.top_k, "mode": mode}
-            if options.as_of is not None:
-                body["as_of"] = options.as_of.isoformat()
+            as_of = options.as_of or q.as_of  # `--as-of`, else the question's own date
+            if as_of is not None:
+                body["as_of"] = as_of.isoformat()
             began = time.perf_counter()
             response = client.post("/v1/search", json=body)
             latency = (time.perf_counter() - began) * 1000
@@ -148,7 +153,8 @@ def run_mode(
             hits, latency = search(q, q.user_id)
             ranked = [key for key, _ in hits]
             rankings[q.qid] = ranked
-            rows.append(mx.score_question(q.qid, q.category, ranked, q.relevant, latency, specs))
+            rows.append(mx.score_question(q.qid, q.category, ranked, q.relevant, latency, specs,
+                                          q.sessions, ds.session_of))
             other = other_user(users, q.user_id) if options.calibration else None
             if other is not None:
                 tops.append(hits[0] if hits else None)
@@ -201,14 +207,54 @@ def _load_files(
         qset = ds.load_madial_questions(options.dialogue, known)
         inputs = {"memory": str(options.memory), "dialogue": str(options.dialogue)}
         return ds.madial_corpus(memories, max_messages), qset, inputs
-    raise EvalError(f"unknown dataset {options.dataset!r}: locomo or madial")
+    if options.dataset == "longmemeval":
+        if options.data is None:
+            raise EvalError("longmemeval needs --data <longmemeval_s_*.json[.xz]>")
+        lme = ds.load_longmemeval(options.data)
+        corpus = ds.dialogue_corpus(lme.dialogues, max_messages, "lme")
+        corpus.left_out = lme.empty_turns
+        return corpus, lme.questions, {"data": str(options.data)}
+    raise EvalError(f"unknown dataset {options.dataset!r}: {', '.join(DATASETS)}")
 
 
 def select_questions(options: EvalOptions, questions: list[ds.Question]) -> list[ds.Question]:
     # A MADial dialogue is the conversation: its limit cuts dialogues, not the memory archive.
     if options.dataset == "madial" and options.limit_conversations is not None:
         questions = questions[: options.limit_conversations]
+    if options.per_category is not None:
+        taken: dict[str, int] = {}
+        kept = []
+        for q in questions:
+            taken[q.category] = taken.get(q.category, 0) + 1
+            if taken[q.category] <= options.per_category:
+                kept.append(q)
+        questions = kept
     return questions[: options.limit_questions]
+
+
+def limits_of(options: EvalOptions) -> dict[str, str]:
+    """The options that cut the set, as the report's inputs (the page's command repeats
+    them)."""
+    limits = {"limit_conversations": options.limit_conversations,
+              "limit_questions": options.limit_questions, "per_category": options.per_category}
+    return {k: str(v) for k, v in limits.items() if v is not None}
+
+
+def metric_specs(dataset: str) -> tuple[Sequence[mx.MetricSpec], list[str]]:
+    """The dataset's metrics and the order of its categories."""
+    if dataset == "locomo":
+        return mx.LOCOMO_METRICS, list(ds.LOCOMO_CATEGORIES.values())
+    if dataset == "longmemeval":
+        return mx.LONGMEMEVAL_METRICS, list(ds.LONGMEMEVAL_TYPES)
+    return mx.MADIAL_METRICS, ["all"]
+
+
+def only_asked(corpus: ds.Corpus, questions: Sequence[ds.Question]) -> ds.Corpus:
+    """LongMemEval: each question is a user of its own, whose haystack no other question
+    reads, so a subset of questions ingests only their haystacks."""
+    asked = {q.user_id for q in questions}
+    return ds.Corpus(corpus.key_field, {u: i for u, i in corpus.users.items() if u in asked},
+                     corpus.store_roles, corpus.left_out)
 
 
 def run_evaluation(
@@ -222,9 +268,11 @@ def run_evaluation(
 
     began, started_at = time.perf_counter(), datetime.now(UTC)
     corpus, qset, inputs = load_dataset(options, Settings().max_messages)
+    inputs = {**inputs, **limits_of(options)}
     questions = select_questions(options, qset.questions)
-    specs = mx.LOCOMO_METRICS if options.dataset == "locomo" else mx.MADIAL_METRICS
-    order = list(ds.LOCOMO_CATEGORIES.values()) if options.dataset == "locomo" else ["all"]
+    if options.dataset == "longmemeval":
+        corpus = only_asked(corpus, questions)
+    specs, order = metric_specs(options.dataset)
     with stack(options.data_dir, options.embedder) as (base_url, settings):
         items = sum(len(i.items) for inters in corpus.users.values() for i in inters)
         say(f"ingesting {items} items for {len(corpus.users)} users through {base_url}")
@@ -255,6 +303,7 @@ def run_evaluation(
             "questions_left_out_by_limit": len(qset.questions) - len(questions),
             "questions_with_merged_evidence": merged_away,
             "unresolved_evidence_ids": len(qset.unresolved_ids),
+            "empty_turns_left_out": corpus.left_out,
         },
         ingest={
             "seconds": round(outcome.seconds, 2), "jobs": outcome.jobs,
@@ -267,12 +316,107 @@ def run_evaluation(
     )
 
 
+PROTOCOLS = ("ranking", "chat")
+
+
+def parse_protocol(value: str) -> str:
+    if value not in PROTOCOLS:
+        raise EvalError(f"--protocol takes {' or '.join(PROTOCOLS)}; got {value!r}")
+    return value
+
+
+def load_dialogues(options: EvalOptions) -> tuple[list[ds.Dialogue], ds.QuestionSet,
+                                                   dict[str, str], str, int]:
+    """The chat protocol's input: each user's conversation with roles, the questions, what
+    was read, the metadata field that carries a turn's evidence id, and how many turns
+    were left out as empty."""
+    try:
+        if options.dataset == "locomo":
+            if options.data is None:
+                raise EvalError("locomo needs --data <locomo10.json>")
+            convs, qset = ds.load_locomo(options.data, options.limit_conversations)
+            inputs = {"data": str(options.data)}
+            if options.long_turns is not None:
+                convs, qset = ds.long_turns(convs, qset, options.long_turns)
+                inputs["long_turns"] = str(options.long_turns)
+            return ds.locomo_dialogues(convs), qset, inputs, "dia_id", 0
+        if options.dataset == "longmemeval":
+            if options.data is None:
+                raise EvalError("longmemeval needs --data <longmemeval_s_*.json[.xz]>")
+            lme = ds.load_longmemeval(options.data)
+            return lme.dialogues, lme.questions, {"data": str(options.data)}, "turn", \
+                lme.empty_turns
+    except OSError as exc:
+        raise EvalError(f"cannot read {exc.filename or 'the data'}: {exc.strerror}") from exc
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise EvalError(
+            f"{options.dataset} data is not in the benchmark's format "
+            f"(see ../shared/bench/README.md): {type(exc).__name__}: {exc}"
+        ) from exc
+    raise EvalError(f"--protocol chat takes locomo or longmemeval, not {options.dataset!r} "
+                    "(MADial has no conversation to post)")
+
+
+def run_chat(
+    options: EvalOptions, stack: StackFactory, console: Console | None = None
+) -> chat.ChatReport:
+    """The chat protocol (`shared.evaluation.chat`) on the stack `stack` starts."""
+    def say(text: str) -> None:
+        if console is not None:
+            console.print(text)
+
+    began, started_at = time.perf_counter(), datetime.now(UTC)
+    dialogues, qset, inputs, key_field, left_out = load_dialogues(options)
+    inputs = {**inputs, **limits_of(options)}
+    questions = select_questions(options, qset.questions)
+    if options.dataset == "longmemeval":  # each question is a user of its own
+        asked = {q.user_id for q in questions}
+        dialogues = [d for d in dialogues if d.user_id in asked]
+    _, order = metric_specs(options.dataset)
+    name = options.name or options.dataset
+    with stack(options.data_dir, options.embedder) as (base_url, settings):
+        turns = sum(d.turn_count() for d in dialogues)
+        say(f"posting {turns} turns of {len(dialogues)} users, turn by turn, through "
+            f"{base_url}")
+        outcome = chat.ingest_chat(base_url, dialogues, key_field, name,
+                                   settings.max_messages, settings.worker_concurrency)
+        say(f"ingested in {outcome.seconds:.1f} s; {outcome.memories} memories stored")
+        say(f"asking {len(questions)} questions of /v1/context and /v1/search")
+        answers = chat.ask_all(base_url, questions, key_field)
+        used = {k: v for k, v in settings.model_dump(mode="json").items()
+                if k.startswith(("search_", "context_", "extract")) or k in STACK_SETTINGS}
+        embedder = settings.embedder
+    report = chat.chat_report(
+        dataset=options.dataset, name=name, embedder=embedder, started_at=started_at,
+        inputs=inputs, git=git_state(), settings=used, outcome=outcome, answers=answers,
+        order=order, counts={
+            "users": len(dialogues), "questions_evaluated": len(questions),
+            "questions_skipped_no_evidence": qset.skipped_no_evidence,
+            "questions_ignored_category": qset.ignored_category,
+            "questions_left_out_by_limit": len(qset.questions) - len(questions),
+            "unresolved_evidence_ids": len(qset.unresolved_ids),
+            "empty_turns_left_out": left_out,
+        },
+    )
+    report.wall_time_s = round(time.perf_counter() - began, 2)
+    return report
+
+
 def run_command(
     options: EvalOptions, stack: StackFactory, out: Path | None, console: Console
 ) -> Path:
-    """`memoryd eval`: run, print a table per mode, write the JSON report."""
-    report = run_evaluation(options, stack, console)
-    render(report, console)
-    path = write_json(report, out or default_out_path(report.name, datetime.now(UTC)))
-    console.print(f"report written to {path} (wall time {report.wall_time_s:.1f} s)")
+    """`memoryd eval`: run, print a table per mode (or the chat figures), write the JSON."""
+    now = datetime.now(UTC)
+    if options.protocol == "chat":
+        chat_result = run_chat(options, stack, console)
+        render_chat(chat_result, console)
+        path = write_json(chat_result,
+                          out or default_out_path(f"chat-{chat_result.name}", now))
+        wall = chat_result.wall_time_s
+    else:
+        report = run_evaluation(options, stack, console)
+        render(report, console)
+        path = write_json(report, out or default_out_path(report.name, now))
+        wall = report.wall_time_s
+    console.print(f"report written to {path} (wall time {wall:.1f} s)")
     return path

@@ -100,24 +100,35 @@ def token_id(token: str) -> int:
 
 # BM25's document side, computed at write time with a fixed average length (memories
 # are short and similar in length); Qdrant's IDF modifier supplies the other half. A long
-# memory's length is that of one of its passages (shared/embeddings/parts.py): it is
-# scored as the passage that holds the match would be, as its dense side is, not as a
-# text whose every word is diluted by all the others.
+# memory (shared/embeddings/parts.py) is scored by its passages, as its dense side is: each
+# word weighs what it weighs in the passage where it weighs most, counted and
+# length-normalised within that passage. Counting a word over the whole text while
+# normalising by one passage's length made a long turn outscore the short one that answers
+# (docs/decisions/0026-keywords-by-passage.md); normalising by the whole text's length
+# dilutes every word of a long memory, which fusion reads as a weak list.
 BM25_K1 = 1.2
 BM25_B = 0.75
 BM25_AVG_LEN = 12.0
 
 
-def keyword_vector(text: str) -> tuple[list[int], list[float]] | None:
-    """A document's BM25 term weights; None when the text has no keyword at all."""
-    tokens = tokenize(text)
+def _bm25(tokens: list[str]) -> dict[int, float]:
     counts = Counter(token_id(t) for t in tokens)
-    if not counts:
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * len(tokens) / BM25_AVG_LEN)
+    return {i: n * (BM25_K1 + 1) / (n + norm) for i, n in counts.items()}
+
+
+def keyword_vector(text: str) -> tuple[list[int], list[float]] | None:
+    """A document's BM25 term weights; None when the text has no keyword at all. A short
+    text is one passage; a long one takes each term at its best passage's weight."""
+    weights: dict[int, float] = {}
+    for part in split_parts(text):
+        for i, w in _bm25(tokenize(part)).items():
+            if w > weights.get(i, 0.0):
+                weights[i] = w
+    if not weights:
         return None
-    length = len(tokens) / len(split_parts(text))
-    norm = BM25_K1 * (1 - BM25_B + BM25_B * length / BM25_AVG_LEN)
-    indices = sorted(counts)
-    return indices, [counts[i] * (BM25_K1 + 1) / (counts[i] + norm) for i in indices]
+    indices = sorted(weights)
+    return indices, [weights[i] for i in indices]
 
 
 # Terms found only in an excerpt's earlier lines: half a current-turn term, the same 2:1 as

@@ -90,6 +90,21 @@ def write_reports(results: Path, scale: float) -> None:
             for mode, k in (("dense", 1.0), ("hybrid", 1.1))
         ],
     })
+    figures_ = {"count": 9, "evidence_in_block": 0.4444 * scale, "empty_blocks": 3,
+                "search_evidence": 0.5556, "tokens_mean": 120.4 * scale, "tokens_p95": 300.0}
+    save("eval-chat-locomo-20260102T030405.json", {
+        "protocol": "chat", "dataset": "locomo", "name": "locomo", "embedder": "e5-small",
+        "started_at": "2026-01-02T03:04:05+00:00",
+        "inputs": {"data": "../shared/bench/locomo10.json"},
+        "git": {"commit": "0123456789abcdef", "dirty": False},
+        "counts": {"questions_left_out_by_limit": 0},
+        "ingest": {"seconds": 10.0, "turns": 40, "interactions": 21, "memories": 50,
+                   "turns_per_s": 4.0 * scale, "memories_per_turn": 1.25},
+        "overall": figures_, "categories": {"single-hop": figures_, "temporal": figures_},
+        "latency": {"context": {"mean_ms": 30.0, "p95_ms": 45.0 * scale},
+                    "search": {"mean_ms": 20.0, "p95_ms": 30.0}},
+        "questions": [],
+    })
 
 
 def run_docs(*args: str) -> subprocess.CompletedProcess[str]:
@@ -128,6 +143,15 @@ def test_the_page_shows_each_reports_figures_its_command_and_machine(tmp_path: P
     assert ("Command: `memoryd eval locomo --data ../shared/bench/locomo10.json "
             "--mode dense,hybrid --embedder e5-small`") in page
     assert "commit 0123456789ab" in page
+    chat = dict(generated_blocks(page))["bench-results/eval-chat-locomo-20260102T030405.json"]
+    assert ("Command: `memoryd eval locomo --data ../shared/bench/locomo10.json "
+            "--protocol chat --embedder e5-small`") in chat
+    assert "| overall | 9 | 0.444 | 3 | 0.556 | 120 / 300 |" in chat
+    assert "| single-hop | 9 | 0.444 |" in chat
+    assert "| 40 | 21 | 4.0 | 50 | 1.250 | 30.0 / 45.0 | 20.0 / 30.0 | 1.50 |" in chat
+    # The chat report is not read as a ranking report of the same set.
+    assert "bench-results/eval-chat-locomo-20260102T030405.json" not in dict(
+        generated_blocks(page.split("## The answer path")[0]))
     # A report that does not record its machine is not given one.
     waits = dict(generated_blocks(page))["bench-results/bench-waits.json"]
     assert "Machine: not recorded in the report." in waits
@@ -141,6 +165,7 @@ def test_the_page_shows_each_reports_figures_its_command_and_machine(tmp_path: P
     assert "| idle (40 searches) | 10.2 | 18.4 | 12.7 | 24.9 |" in again
     assert "| idle | 5 | 60.2 | 62.4 | 80.6 |" in again
     assert "| dense | 9 | 0.216 | 0.272 | 41.0 / 51.0 |" in again
+    assert "| overall | 9 | 0.889 | 3 | 0.556 | 241 / 300 |" in again
     for stale in ("| 1.2 | ms |", "| 3.2 |", "| 30.1 |", "| 0.432 |"):
         assert stale not in again
 
@@ -157,7 +182,8 @@ def test_only_the_reports_put_figures_on_the_page(tmp_path: Path) -> None:
     # Without reports, every block says how to make its report and shows no figure.
     blocks = generated_blocks(empty)
     assert [source for source, _ in blocks] == [
-        "bench-results/eval-<dataset>-<time>.json", "bench-results/bench.json",
+        "bench-results/eval-<dataset>-<time>.json",
+        "bench-results/eval-chat-<set>-<time>.json", "bench-results/bench.json",
         "bench-results/bench.json#peer", "bench-results/bench-1m.json",
         "bench-results/hostile.json",
         "bench-results/bench-waits.json", "bench-results/freshness.json",
@@ -200,6 +226,7 @@ def test_readmes_figures_come_from_the_reports(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     text = readme.read_text(encoding="utf-8")
     assert "| LoCoMo recall@10, hybrid | 0.598 | `memoryd eval locomo` |" in text
+    assert "chat protocol" not in text  # README keeps to its size; the page has them
     assert "| enqueue: POST /v1/interactions x37, p50 | 1.2 ms | `python -m ops.bench` |" in text
     assert ("| worst hostile message: redaction + rules + keywords | 6.54 ms CPU | "
             "`python -m ops.bench.hostile` |") in text

@@ -84,3 +84,26 @@ def test_keywords_of_a_long_memory_weigh_as_a_passage() -> None:
     shared = set(weight) & set(necklace)
     assert shared
     assert min(weight[t] / necklace[t] for t in shared) > 0.4
+
+
+def test_a_word_repeated_in_every_passage_weighs_as_in_one() -> None:
+    """A long memory is scored by its passages: a word in each of ten passages weighs what
+    it weighs in one of them, not its count over the whole text at one passage's length
+    (which let long turns outscore the short turn that answers, decision 0026)."""
+    long = TURN * 20
+    parts = split_parts(long)
+    assert len(parts) > 1
+    vector, one = keyword_vector(long), keyword_vector(parts[0])
+    assert vector is not None and one is not None
+    weight, in_one = dict(zip(*vector, strict=True)), dict(zip(*one, strict=True))
+    assert set(in_one) <= set(weight)
+    # Each term at its best passage's weight: never above what any passage gives it.
+    best = {}
+    for part in parts:
+        found = keyword_vector(part)
+        assert found is not None
+        for i, w in zip(*found, strict=True):
+            best[i] = max(best.get(i, 0.0), w)
+    assert weight == best
+    # A short text is its own single passage: its weights are plain BM25 of the text.
+    assert keyword_vector(TURN) == keyword_vector(split_parts(TURN)[0])

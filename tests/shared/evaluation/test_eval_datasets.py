@@ -179,3 +179,102 @@ def test_long_turns_join_a_sessions_turns_and_carry_the_evidence() -> None:
     assert long_q.questions[0].relevant == tuple(dict.fromkeys(
         key_of[i] for i in ("D1:2", "D1:3", "D1:19")))
     assert all(k in {m.dia_id for m in joined} for k in long_q.questions[0].relevant)
+
+
+# ---- LongMemEval and the chat protocol ------------------------------------------------------
+
+def _lme_item(qid: str, qtype: str) -> dict[str, object]:
+    return {
+        "question_id": qid, "question_type": qtype, "question": "Where did I move?",
+        "question_date": "2023/06/01 (Thu) 10:00", "answer": "Berlin",
+        "answer_session_ids": ["answer_s2"],
+        "haystack_session_ids": ["s1", "answer_s2"],
+        "haystack_dates": ["2023/05/30 (Tue) 23:40", "2023/05/31 (Wed) 08:05"],
+        "haystack_sessions": [
+            [{"role": "user", "content": "Any tips for sourdough?"},
+             {"role": "assistant", "content": "Feed the starter daily."},
+             {"role": "user", "content": "\u200b"}],
+            [{"role": "user", "content": "I moved to Berlin last week.", "has_answer": True},
+             {"role": "assistant", "content": "Welcome to Berlin!"}],
+        ],
+    }
+
+
+def test_longmemeval_turns_sessions_and_questions() -> None:
+    lme = ds.parse_longmemeval([_lme_item("q1", "single-session-user"),
+                                _lme_item("q2", "multi-session")])
+    assert lme.empty_turns == 2  # the "\u200b" turn of each haystack, left out
+    first = lme.dialogues[0]
+    assert first.user_id == "q1" and first.turn_count() == 4
+    s1, s2 = first.sessions
+    assert [t.key for t in s1.turns] == ["s1:0", "s1:1"]
+    assert [t.role for t in s1.turns] == ["user", "assistant"]
+    assert s2.turns[0].created_at == datetime(2023, 5, 31, 8, 5, tzinfo=UTC)
+    assert s2.turns[1].created_at == datetime(2023, 5, 31, 8, 5, 1, tzinfo=UTC)
+    q = lme.questions.questions[0]
+    assert (q.user_id, q.category, q.relevant, q.sessions) == (
+        "q1", "single-session-user", ("answer_s2:0",), ("answer_s2",))
+    assert q.as_of == datetime(2023, 6, 1, 10, 0, tzinfo=UTC)
+    assert ds.session_of("answer_s2:0") == "answer_s2"
+
+
+def test_longmemeval_reads_xz_and_corpus_keeps_roles(tmp_path: Path) -> None:
+    import lzma
+
+    path = tmp_path / "lme.json.xz"
+    path.write_bytes(lzma.compress(json.dumps([_lme_item("q1", "knowledge-update")]).encode()))
+    lme = ds.load_longmemeval(path)
+    corpus = ds.dialogue_corpus(lme.dialogues, max_messages=1, prefix="t")
+    assert corpus.key_field == "turn" and corpus.store_roles == ("user", "assistant")
+    items = [it for inter in corpus.users["q1"] for it in inter.items]
+    assert [(it.key, it.role) for it in items] == [
+        ("s1:0", "user"), ("s1:1", "assistant"), ("answer_s2:0", "user"),
+        ("answer_s2:1", "assistant")]
+    assert [i.thread_id for i in corpus.users["q1"]] == ["s1", "s1", "answer_s2", "answer_s2"]
+    with pytest.raises(ValueError, match="not a LongMemEval date"):
+        ds.parse_longmemeval_date("May 30, 2023")
+
+
+def test_locomo_speaker_a_is_the_user_and_posts_group_a_turn_with_its_replies() -> None:
+    from shared.evaluation.chat import chat_posts
+
+    sample = {"sample_id": "c1", "qa": [], "conversation": {
+        "speaker_a": "Ann", "speaker_b": "Bob",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Bob", "dia_id": "D1:1", "text": "Hi Ann"},
+            {"speaker": "Ann", "dia_id": "D1:2", "text": "I got a cat"},
+            {"speaker": "Bob", "dia_id": "D1:3", "text": "Nice"},
+            {"speaker": "Bob", "dia_id": "D1:4", "text": "Name?"},
+            {"speaker": "Ann", "dia_id": "D1:5", "text": "Luna"},
+        ]}}
+    (dialogue,) = ds.locomo_dialogues([ds.parse_conversation(sample)])
+    roles = [t.role for t in dialogue.sessions[0].turns]
+    assert roles == ["assistant", "user", "assistant", "assistant", "user"]
+    posts = chat_posts(dialogue, "x", max_messages=64)
+    assert [[t.key for t in p.turns] for p in posts] == [
+        ["D1:1"], ["D1:2", "D1:3", "D1:4"], ["D1:5"]]
+    assert {p.thread_id for p in posts} == {"session-1"}
+    assert len({p.idempotency_key for p in posts}) == 3
+    cut = chat_posts(dialogue, "x", max_messages=2)
+    assert [[t.key for t in p.turns] for p in cut] == [
+        ["D1:1"], ["D1:2", "D1:3"], ["D1:4"], ["D1:5"]]
+
+
+def test_evidence_is_read_from_sources_then_from_the_memory() -> None:
+    from shared.evaluation.chat import evidence_keys
+
+    fact = {"metadata": {}, "sources": [{"metadata": {"dia_id": "D1:2"}},
+                                        {"metadata": {"dia_id": "D1:5"}}, {"metadata": {}}]}
+    assert evidence_keys(fact, "dia_id") == {"D1:2", "D1:5"}
+    assert evidence_keys({"metadata": {"dia_id": "D3:1", "role": "user"}}, "dia_id") == {"D3:1"}
+    assert evidence_keys({"metadata": {"role": "user"}}, "dia_id") == set()
+
+
+def test_per_category_takes_the_first_questions_of_each_kind() -> None:
+    from shared.evaluation.runner import EvalOptions, select_questions
+
+    qs = [ds.Question(f"q{i}", "u", "?", cat, ("k",))
+          for i, cat in enumerate(["a", "a", "a", "b", "b", "c"])]
+    picked = select_questions(EvalOptions("longmemeval", ["hybrid"], per_category=2), qs)
+    assert [q.qid for q in picked] == ["q0", "q1", "q3", "q4", "q5"]

@@ -150,6 +150,7 @@ def test_locomo_end_to_end(tmp_path: Path) -> None:
         "questions_evaluated": 5, "questions_skipped_no_evidence": 1,
         "questions_ignored_category": 1, "questions_left_out_by_limit": 0,
         "questions_with_merged_evidence": 0, "unresolved_evidence_ids": 2,
+        "empty_turns_left_out": 0,
     }
     assert report["merged_keys"] == []
     assert sorted(report["unresolved_ids"]) == ["conv-a/D7:7", "conv-a/D9:99"]

@@ -84,3 +84,27 @@ def test_a_set_name_is_safe_in_a_file_name() -> None:
     for bad in ("../x", "MADial", "", "a" * 41, "a b"):
         with pytest.raises(EvalError, match="--name"):
             parse_name(bad)
+
+
+def test_ndcg_rewards_relevant_turns_by_their_rank() -> None:
+    assert mx.ndcg_at(RANKED, ["a"], 10) == 1.0
+    assert mx.ndcg_at(RANKED, ["b"], 10) == pytest.approx(1 / math.log2(3))
+    # Two relevant, one found at rank 1: DCG 1, ideal 1 + 1/log2(3).
+    assert mx.ndcg_at(RANKED, ["a", "z"], 10) == pytest.approx(1 / (1 + 1 / math.log2(3)))
+    assert mx.ndcg_at(RANKED, ["k"], 10) == 0.0
+    assert mx.ndcg_at(["a", "a"], ["a", "b"], 10) == pytest.approx(1 / (1 + 1 / math.log2(3)))
+    with pytest.raises(ValueError):
+        mx.ndcg_at(RANKED, [], 10)
+
+
+def test_sessions_rank_by_their_best_turn_and_recall_all_needs_every_one() -> None:
+    turns = ["s1:3", "s2:0", "s1:1", "s3:4", "s4:0", "s5:2", "s6:1"]
+    sessions = mx.ranked_groups(turns, lambda key: key.rsplit(":", 1)[0])
+    assert sessions == ["s1", "s2", "s3", "s4", "s5", "s6"]
+    assert mx.recall_all_at(sessions, ["s1", "s5"], 5) == 1.0
+    assert mx.recall_all_at(sessions, ["s1", "s6"], 5) == 0.0
+    spec = mx.MetricSpec("session_recall_all", 5)
+    assert spec.name == "session_recall_all@5"
+    assert spec.score(turns, ["s2:0"], ["s2", "s4"], lambda k: k.rsplit(":", 1)[0]) == 1.0
+    with pytest.raises(ValueError):
+        spec.score(turns, ["s2:0"], ["s2"])  # no way to tell a turn's session
