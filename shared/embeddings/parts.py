@@ -71,8 +71,7 @@ def split_parts(text: str) -> list[str]:
     parts: list[str] = []
     begin = end = 0
     size = 0.0
-    for piece_begin, piece_end in _pieces(text):
-        weight = estimated_tokens(text[piece_begin:piece_end])
+    for piece_begin, piece_end, weight in _pieces(text):
         if size and size + weight > target * 1.25:
             parts.append(text[begin:end])
             size = 0.0
@@ -88,25 +87,28 @@ def split_parts(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()] or [text]
 
 
-def _pieces(text: str) -> list[tuple[int, int]]:
-    """Sentence spans, with any longer than a part cut into part-sized runs of words."""
-    out: list[tuple[int, int]] = []
+def _pieces(text: str) -> list[tuple[int, int, float]]:
+    """Sentence spans and their estimates, with any longer than a part cut into part-sized
+    runs of words."""
+    out: list[tuple[int, int, float]] = []
     at = 0
     for boundary in [*(m.end() for m in _SENTENCE_END.finditer(text)), len(text)]:
         if boundary <= at:
             continue
-        if estimated_tokens(text[at:boundary]) <= PART_TOKENS:
-            out.append((at, boundary))
+        weight = estimated_tokens(text[at:boundary])
+        if weight <= PART_TOKENS:
+            out.append((at, boundary, weight))
         else:
             out.extend(_cut(text, at, boundary))
         at = boundary
     return out
 
 
-def _cut(text: str, begin: int, end: int) -> list[tuple[int, int]]:
+def _cut(text: str, begin: int, end: int) -> list[tuple[int, int, float]]:
     """Spans of words (and single CJK characters) within [begin, end), each at most a
-    part long; a word longer than a part is cut inside, every `_CHUNK_CHARS`."""
-    runs: list[tuple[int, int]] = []
+    part long, and their estimates; a word longer than a part is cut inside, every
+    `_CHUNK_CHARS`."""
+    runs: list[tuple[int, int, float]] = []
     start = begin
     size = 0.0
     last = begin
@@ -116,12 +118,12 @@ def _cut(text: str, begin: int, end: int) -> list[tuple[int, int]]:
             word = text[at:stop]
             weight = 1.0 if len(word) == 1 and _CJK.match(word) else word_tokens(word)
             if size and size + weight > PART_TOKENS:
-                runs.append((start, at))
+                runs.append((start, at, size))
                 start, size = at, 0.0
             size += weight
             last = stop
     if start < end:
-        runs.append((start, max(last, end)))
+        runs.append((start, max(last, end), size))
     return runs
 
 
