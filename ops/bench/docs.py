@@ -116,8 +116,9 @@ def hostile_block(data: Report) -> list[str]:
             "--max-bytes", str(data["max_message_bytes"])]
     rows = [(name, str(worst["shape"]), float(worst["cpu_ms"]))
             for name, worst in data["worst"].items()]
+    baseline = data.get("embed_baseline", {}).get("cpu_ms")
     first, *table, verdict = hostile.render(rows, int(data["max_message_bytes"]),
-                                            float(data["goal_ms"])).split("\n")
+                                            float(data["goal_ms"]), baseline).split("\n")
     return [_command(argv), "", _machine(data.get("machine")), "", _sentence(first, ":"),
             "", *table, "", _sentence(verdict, ".")]
 

@@ -42,6 +42,12 @@ SHAPES: dict[str, tuple[str, str]] = {
     "local-part": ("", "a.b_c%d+e-"),
     "domain-labels": ("x@", "ab1."),
     "cjk-punctuation": ("", "。，、；！？"),
+    # The embedder: a token a character with no space ("a/a/a/…", the query), six
+    # tokens a character (㎯ is six code points to the tokenizer), and U+FDFA, which the
+    # tokenizer expands to 18 code points from 3 bytes (its buffer holds 4 a byte).
+    "slashes": ("", "a/"),
+    "expanding": ("", "\u33af"),
+    "overrun": ("", "\ufdfa"),
     "cjk": ("", "我喜欢吃辣的川菜，周末常去成都。"),
     "cjk-one-char": ("", "我"),
     "mixed-scripts": ("", "我like привет ١٢٣ 東京ｶﾀｶﾅ "),

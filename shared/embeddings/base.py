@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from shared.embeddings.lengths import estimated_tokens, window
 from shared.platform.errors import EmbedderError
 
 FloatArray = npt.NDArray[np.float32]
@@ -24,6 +25,10 @@ class Embedder(ABC):
 
     name: str
     batch_size: int = 32
+    # The most tokens of a query the model reads (specials included): the query's end, since
+    # a multi-line query's last line is its current turn (shared/retrieval/query_text.py).
+    # One of e5's windows; 8 KB of English prose is about 1,700.
+    query_tokens: int = 512
 
     @property
     @abstractmethod
@@ -37,6 +42,19 @@ class Embedder(ABC):
     @abstractmethod
     def embed_query(self, text: str) -> FloatArray:
         """Embed a search query; shape (dim,), L2-normalised."""
+
+    def count_tokens(self, text: str, query: bool = False) -> float:
+        """How many tokens the model reads for `text` as a passage (or a query), its
+        specials included: counted by the model's tokenizer where it has one in process,
+        else estimated (shared/embeddings/lengths.py)."""
+        return estimated_tokens(text) + 2
+
+    def query_window(self, text: str) -> str:
+        """What of a query the model reads: its last `query_tokens` tokens, cut at a word
+        boundary. Every query is bounded this way, so no query costs more than one window,
+        whatever its shape or length; its keywords are still taken from the whole."""
+        return window(text, self.query_tokens, lambda t: self.count_tokens(t, query=True),
+                      keep_end=True)
 
     def embed_query_for(self, scope: str, text: str) -> FloatArray:
         """`embed_query` on behalf of `scope` (a tenant): a cache keeps each scope's own."""
@@ -92,7 +110,8 @@ class BatchingEmbedder(Embedder):
     def embed_query(self, text: str) -> FloatArray:
         if not isinstance(text, str):
             raise TypeError(f"embed_query takes a string, got {type(text).__name__}")
-        return l2_normalize(self._checked(self._encode_query(text), (self.dim,)))
+        return l2_normalize(self._checked(self._encode_query(self.query_window(text)),
+                                          (self.dim,)))
 
     def _checked(self, raw: Any, shape: tuple[int, ...]) -> FloatArray:
         # `shape` is built after the backend call on purpose: remote models learn `dim` from

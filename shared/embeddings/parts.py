@@ -8,9 +8,15 @@ passage that answers it. The memory's single vector, which deduplication, confli
 the dense list read, is the normalised mean of its parts: the text is embedded once, in
 parts, never again whole.
 
-Lengths are estimated, not tokenised: a Chinese character counts one token and a word of
-other scripts about 1.3, as multilingual subword vocabularies cut them; that is close
-enough to size passages for any embedder, local or hosted.
+Lengths are estimated, not tokenised (shared/embeddings/lengths.py): close enough to
+size passages for any embedder, local or hosted.
+
+What the model reads of one memory is bounded, whatever its shape: at most
+`MEMORY_TOKENS` tokens as the model counts them (`Embedder.count_tokens`), its passages in
+order until that budget is spent (the last one cut to fit). Every ordinary message of the
+maximum size (8 KB of English, Chinese, digits, emoji) fits whole; a run such as
+"a/a/a/…", a token a character, would otherwise cost five times an English one. The
+text stays stored and keyword-searchable whole.
 """
 
 from __future__ import annotations
@@ -21,26 +27,34 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shared.embeddings.base import Embedder, FloatArray, l2_normalize
+from shared.embeddings.lengths import (
+    CHARACTER_SCRIPTS,
+    LONG_WORD_CHARS_PER_TOKEN,
+    MAX_TOKENS_PER_CHAR,
+    WORD_TOKENS,
+    estimated_tokens,
+    window,
+    word_tokens,
+)
+
+__all__ = ["LONG_TOKENS", "MEMORY_TOKENS", "PART_TOKENS", "WORD_TOKENS", "MemoryVector",
+           "embed_memories", "estimated_tokens", "split_parts"]
 
 # A part is a few sentences: short enough that one topic dominates its vector, long
 # enough that it still carries its context.
 PART_TOKENS = 96
 # Texts up to this length stay whole: splitting them would leave parts of a sentence or two.
 LONG_TOKENS = 160
+# The most tokens of one memory a model reads (six of e5's 512-token windows): 8 KB of
+# English is about 1,700, of Chinese about 2,100, of "a/a/a/…" 8,200.
+MEMORY_TOKENS = 3072
 # Passages are cut after a sentence end (either script) or a line break.
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；…])\s+|(?<=[。！？；…])|\n+")
-# Scripts a subword vocabulary cuts about a character a token: kana, CJK ideographs, hangul.
-_CHARACTER_SCRIPTS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-_CJK = re.compile(f"[{_CHARACTER_SCRIPTS}]")
-_WORD = re.compile(f"[^\\s{_CHARACTER_SCRIPTS}]+")
+_CJK = re.compile(f"[{CHARACTER_SCRIPTS}]")
 # A unit a long sentence is cut between: one such character, or a word of other scripts.
-_UNIT = re.compile(f"[{_CHARACTER_SCRIPTS}]|[^\\s{_CHARACTER_SCRIPTS}]+")
-WORD_TOKENS = 1.3
-
-
-def estimated_tokens(text: str) -> float:
-    """About how many subword tokens a multilingual embedder cuts `text` into."""
-    return len(_CJK.findall(text)) + WORD_TOKENS * len(_WORD.findall(text))
+_UNIT = re.compile(f"[{CHARACTER_SCRIPTS}]|[^\\s{CHARACTER_SCRIPTS}]+")
+# A word too long for one part is cut every this many characters.
+_CHUNK_CHARS = int(PART_TOKENS * LONG_WORD_CHARS_PER_TOKEN)
 
 
 def split_parts(text: str) -> list[str]:
@@ -57,8 +71,7 @@ def split_parts(text: str) -> list[str]:
     parts: list[str] = []
     begin = end = 0
     size = 0.0
-    for piece_begin, piece_end in _pieces(text):
-        weight = estimated_tokens(text[piece_begin:piece_end])
+    for piece_begin, piece_end, weight in _pieces(text):
         if size and size + weight > target * 1.25:
             parts.append(text[begin:end])
             size = 0.0
@@ -74,37 +87,43 @@ def split_parts(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()] or [text]
 
 
-def _pieces(text: str) -> list[tuple[int, int]]:
-    """Sentence spans, with any longer than a part cut into part-sized runs of words."""
-    out: list[tuple[int, int]] = []
+def _pieces(text: str) -> list[tuple[int, int, float]]:
+    """Sentence spans and their estimates, with any longer than a part cut into part-sized
+    runs of words."""
+    out: list[tuple[int, int, float]] = []
     at = 0
     for boundary in [*(m.end() for m in _SENTENCE_END.finditer(text)), len(text)]:
         if boundary <= at:
             continue
-        if estimated_tokens(text[at:boundary]) <= PART_TOKENS:
-            out.append((at, boundary))
+        weight = estimated_tokens(text[at:boundary])
+        if weight <= PART_TOKENS:
+            out.append((at, boundary, weight))
         else:
             out.extend(_cut(text, at, boundary))
         at = boundary
     return out
 
 
-def _cut(text: str, begin: int, end: int) -> list[tuple[int, int]]:
+def _cut(text: str, begin: int, end: int) -> list[tuple[int, int, float]]:
     """Spans of words (and single CJK characters) within [begin, end), each at most a
-    part long."""
-    runs: list[tuple[int, int]] = []
+    part long, and their estimates; a word longer than a part is cut inside, every
+    `_CHUNK_CHARS`."""
+    runs: list[tuple[int, int, float]] = []
     start = begin
     size = 0.0
     last = begin
     for unit in _UNIT.finditer(text, begin, end):
-        weight = 1.0 if len(unit.group()) == 1 and _CJK.match(unit.group()) else WORD_TOKENS
-        if size and size + weight > PART_TOKENS:
-            runs.append((start, unit.start()))
-            start, size = unit.start(), 0.0
-        size += weight
-        last = unit.end()
+        for at in range(unit.start(), unit.end(), _CHUNK_CHARS):
+            stop = min(at + _CHUNK_CHARS, unit.end())
+            word = text[at:stop]
+            weight = 1.0 if len(word) == 1 and _CJK.match(word) else word_tokens(word)
+            if size and size + weight > PART_TOKENS:
+                runs.append((start, at, size))
+                start, size = at, 0.0
+            size += weight
+            last = stop
     if start < end:
-        runs.append((start, max(last, end)))
+        runs.append((start, max(last, end), size))
     return runs
 
 
@@ -123,8 +142,8 @@ def embed_memories(
     embedder: Embedder, texts: Sequence[str], in_parts: bool = True
 ) -> list[MemoryVector]:
     """Every text's vectors, in one call to the model for all their passages (with
-    `in_parts` False, every text whole)."""
-    split = [split_parts(t) if in_parts else [t] for t in texts]
+    `in_parts` False, every text whole), each text within `MEMORY_TOKENS`."""
+    split = [within_budget(embedder, split_parts(t) if in_parts else [t]) for t in texts]
     flat = [p for parts in split for p in parts]
     rows = embedder.embed_documents(flat)
     out: list[MemoryVector] = []
@@ -138,3 +157,26 @@ def embed_memories(
             out.append(MemoryVector(l2_normalize(block.mean(axis=0)), block))
     return out
 
+
+def within_budget(embedder: Embedder, parts: list[str], budget: int = MEMORY_TOKENS) -> list[str]:
+    """The leading passages of one memory whose tokens, as the model counts them, add up to
+    at most `budget`; the first one over it is cut to the rest of the budget (kept when
+    that is at least a quarter of a part, or when it is the only one). A memory too short to
+    reach the budget is not counted at all."""
+    if sum(len(p) for p in parts) * MAX_TOKENS_PER_CHAR + 2 * len(parts) <= budget:
+        return parts
+    kept: list[str] = []
+    used = 0.0
+    for part in parts:
+        tokens = embedder.count_tokens(part)
+        if used + tokens <= budget:
+            kept.append(part)
+            used += tokens
+            continue
+        room = int(budget - used)
+        if room >= PART_TOKENS // 4 or not kept:
+            cut = window(part, room, embedder.count_tokens, keep_end=False)
+            if cut.strip():
+                kept.append(cut)
+        break
+    return kept or [parts[0][:1]]

@@ -35,7 +35,7 @@ from shared.webhooks import signing
 from shared.webhooks.deliveries import DeliveryLog
 from shared.webhooks.endpoints import EndpointStore
 from shared.webhooks.events import JobEnd, events_of
-from shared.webhooks.urls import Resolver, UrlPolicy, check_url, system_resolver
+from shared.webhooks.urls import Resolver, UrlPolicy, check_url, system_resolver, target
 
 log = get_logger("memoryd.webhooks")
 
@@ -173,7 +173,10 @@ class Webhooks:
             return Attempt(status=None if delivery is None else delivery.status)
         try:
             endpoint = self.endpoints.get(delivery.tenant, delivery.endpoint_id)
-            check_url(endpoint.url, self.policy, self._resolve)
+            # Checked and resolved once: the connection goes to the address checked, so a
+            # name rebinding to an internal address after the check reaches nothing.
+            url, pinned_headers, extensions = target(
+                endpoint.url, self.policy, self._resolve).request()
         except (NotFound, InvalidInput) as exc:  # removed, or its host is now refused
             return self._give_up(delivery_id, delivery.attempts, exc.message)
         number, status, text = self.log.begin_attempt(delivery_id)
@@ -186,12 +189,14 @@ class Webhooks:
             signing.EVENT_ID_HEADER: delivery.event_id,
             signing.EVENT_HEADER: delivery.event.value,
             signing.DELIVERY_HEADER: delivery_id,
+            **pinned_headers,
         }
         code: int | None = None
         error: str | None = None
         try:
             # Only the status line matters: the receiver's body is never read.
-            with self.http.stream("POST", endpoint.url, content=body, headers=headers) as reply:
+            with self.http.stream("POST", url, content=body, headers=headers,
+                                  extensions=extensions) as reply:
                 code = reply.status_code
         except httpx.TimeoutException as exc:
             error = f"timeout: {type(exc).__name__}"

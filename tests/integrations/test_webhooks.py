@@ -32,6 +32,7 @@ from shared.platform.settings import Settings
 from shared.records.commands import UpdateCommand
 from shared.records.models import utcnow
 from shared.records.schemas import UpdateRequest
+from shared.records.webhooks import EventKind, WebhookCreate
 from shared.tenancy.api_keys import ALL_SCOPES, ApiKeyStore, KeyScope
 from shared.webhooks.events import JobEnd
 from shared.webhooks.service import Webhooks
@@ -70,7 +71,8 @@ class Receiver:
     """An HTTP server on 127.0.0.1 answering each POST by `plan(n)` (n from 1): a status, or
     ("sleep", seconds) to answer 200 only after that long."""
 
-    def __init__(self, plan: Callable[[int], int | tuple[str, float]] = lambda n: 200) -> None:
+    def __init__(self, plan: Callable[[int], int | tuple[str, float]] = lambda n: 200,
+                 host: str = "127.0.0.1", port: int = 0) -> None:
         self.plan = plan
         self.received: list[Received] = []
         self._lock = threading.Lock()
@@ -96,7 +98,7 @@ class Receiver:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer((host, port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         kwargs={"poll_interval": 0.05}, daemon=True)
@@ -125,8 +127,9 @@ class Receiver:
 def receivers() -> Iterator[Callable[..., Receiver]]:
     started: list[Receiver] = []
 
-    def start(plan: Callable[[int], int | tuple[str, float]] = lambda n: 200) -> Receiver:
-        receiver = Receiver(plan)
+    def start(plan: Callable[[int], int | tuple[str, float]] = lambda n: 200,
+              host: str = "127.0.0.1", port: int = 0) -> Receiver:
+        receiver = Receiver(plan, host, port)
         started.append(receiver)
         return receiver
 
@@ -225,6 +228,78 @@ def test_url_policy_refuses_internal_hosts_by_default() -> None:
     assert check_url("http://hooks.lan/x", allowed)
     with pytest.raises(WebhookUrlRefused):
         check_url("http://127.0.0.2/x", allowed)
+
+
+def test_url_policy_refuses_ipv4_embedded_in_ipv6_and_special_ranges() -> None:
+    default = UrlPolicy.from_settings(Settings())
+    private = UrlPolicy.from_settings(Settings(webhook_allow_private=True))
+    refused = {
+        "http://[2002:7f00:1::]/": "6to4 address of 127.0.0.1",
+        "http://[2002:a9fe:a9fe::]/": "6to4 address of 169.254.169.254",
+        "http://[2002:a00:1::]/": "6to4 address of 10.0.0.1",
+        # Teredo: server 65.54.227.120, client 127.0.0.1 (stored inverted, ~0x7f000001).
+        "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/": "Teredo address of 127.0.0.1",
+        "http://[64:ff9b::a9fe:a9fe]/": "NAT64 address of 169.254.169.254",
+        "http://[64:ff9b::7f00:1]/": "NAT64 address of 127.0.0.1",
+        "http://[64:ff9b:1::7f00:1]/": "private address",
+        "http://192.0.0.192/": "special-purpose",
+        "http://192.0.0.8/": "special-purpose",
+        "http://192.88.99.1/": "special-purpose",
+        "http://255.255.255.255/": "special-purpose",
+        "http://[::7f00:1]/": "special-purpose",
+        "http://[3fff::1]/": "special-purpose",
+        "http://[fec0::1]/": "private address",
+    }
+    for url, why in refused.items():
+        with pytest.raises(WebhookUrlRefused) as caught:
+            check_url(url, default)
+        assert why in caught.value.message, caught.value.message
+        assert caught.value.field == "url" and caught.value.code == "url_refused"
+    # Allowing private networks does not allow loopback or metadata through an embedding.
+    for url in ("http://[2002:7f00:1::]/", "http://[64:ff9b::a9fe:a9fe]/",
+                "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/"):
+        with pytest.raises(WebhookUrlRefused):
+            check_url(url, private)
+    # Embeddings of public addresses are public: 6to4 and NAT64 of 93.184.216.34.
+    assert check_url("http://[2002:5db8:d822::1]/", default)
+    assert check_url("http://[64:ff9b::5db8:d822]/", default)
+    assert check_url("http://[2606:4700::1111]/", default)
+
+
+def test_a_delivery_connects_to_the_address_it_checked(
+    stack: Any, tenant: str, receivers: Callable[..., Receiver],
+) -> None:
+    """DNS rebinding: the name resolves to an allowed address when checked and to 127.0.0.1
+    afterwards. The system resolver answers 127.0.0.1 for "localhost"; the delivery's
+    resolver (injected, as the service takes one) answers 127.0.0.2 the first time and
+    127.0.0.1 after that. Two receivers share a port: the internal one on 127.0.0.1 and the
+    checked one on 127.0.0.2, which the policy allows alone."""
+    internal = receivers()
+    port = int(internal.url.split(":")[2].split("/")[0])
+    checked = receivers(host="127.0.0.2", port=port)
+    answers: list[str] = []
+
+    def rebinding(host: str, port: int) -> list[str]:
+        answers.append("127.0.0.2" if not answers else "127.0.0.1")
+        return [answers[-1]]
+
+    rt = stack.runtime
+    hooks = Webhooks(rt.redis, rt.celery, rt.settings.model_copy(
+        update={"webhook_allow_hosts": "127.0.0.2"}), resolve=rebinding)
+    endpoint = hooks.endpoints.create(tenant, WebhookCreate(
+        url=f"http://localhost:{port}/hook?x=1", events=[EventKind.JOB_SUCCEEDED]))
+    try:
+        assert hooks.log.claim(tenant, endpoint.id, "dlv_rebind", "evt_rebind",
+                               "job.succeeded", '{"n": 1}')
+        outcome = hooks.attempt("dlv_rebind")
+    finally:
+        hooks.close()
+        hooks.endpoints.remove(tenant, endpoint.id)
+    assert internal.received == [], "the rebound address was called"
+    assert outcome.status is not None and outcome.status.value == "delivered"
+    [got] = checked.wait_for(1)
+    assert got.headers["Host"] == f"localhost:{port}" and got.body == b'{"n": 1}'
+    assert answers == ["127.0.0.2"], "one resolution per attempt"
 
 
 def test_registration_refuses_urls_with_a_code_naming_url(owner: httpx.Client) -> None:
