@@ -32,6 +32,7 @@ from api.waits import Waits
 from shared.jobs import task_metrics
 from shared.jobs.names import QueueName
 from shared.platform.metrics import RequestMetricsMiddleware, StackCollector
+from shared.platform.version import package_version
 from shared.runtime import Runtime
 from shared.tenancy.api_keys import ApiKeyStore
 from shared.tenancy.auth import KeyRing
@@ -63,7 +64,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 def create_app(runtime: Runtime, keyring: KeyRing, *, server_mode: bool = False) -> FastAPI:
     """`server_mode`: the gateway of `memoryd serve` (listening for a network), where
     /metrics needs its token unless `metrics_open` says otherwise."""
-    app = FastAPI(title="memoryd", version="0.1.0", description=DESCRIPTION,
+    app = FastAPI(title="memoryd", version=package_version(), description=DESCRIPTION,
                   lifespan=_lifespan, docs_url=None, redoc_url=None)
     install_docs(app)  # /docs and /redoc with local assets: they work offline
     app.state.runtime = runtime

@@ -6,7 +6,8 @@ client, a user and a conversation from the transport (the `memoryd mcp --user` c
 for stdio; the request's `Authorization` and `X-Memoryd-User` headers for HTTP, api/mcp.py),
 so no argument a model writes can reach another user's memories.
 
-Every failure a caller can act on comes back as an MCP tool error (`isError`) whose text
+Every failure a caller can act on comes back as an MCP tool error (`isError` in the JSON-RPC
+result, `CallToolResult.is_error` in the SDK) whose text
 carries memoryd's error code and field after the SDK's `Error executing tool <name>: `
 prefix, `invalid_input (field limit): ...`, the field named as the tool's argument where it
 differs from the API's (`limit` is the API's `top_k`).
@@ -27,6 +28,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from shared.client import AsyncMemorydClient, JobTimeout, MemorydError
 from shared.platform.errors import AppError, InvalidInput, field_path
+from shared.platform.version import package_version
 from shared.records.schemas import JobAccepted, JobView
 
 # What `delete_all_memories` needs in `confirm`: a phrase a model has to write on purpose.
@@ -153,7 +155,9 @@ def build_server(resolve: Resolver, *, wait_s: float, ledger: JobLedger | None =
     """The MCP server with every memoryd tool. `wait_s`: how long a write waits for its job
     before answering with the job alone (0: never waits)."""
     jobs = ledger if ledger is not None else JobLedger()
-    server: MCPServer[Any] = MCPServer(name, instructions=INSTRUCTIONS)
+    # serverInfo.version: the SDK sends "" unless told; hosts show and log it.
+    server: MCPServer[Any] = MCPServer(name, instructions=INSTRUCTIONS,
+                                       version=package_version())
 
     def still_running(b: Binding, accepted: JobAccepted) -> dict[str, Any]:
         jobs.add(b.conversation, accepted.job_id)  # what this conversation's reads wait for
