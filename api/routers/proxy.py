@@ -163,6 +163,32 @@ async def chat_completions(
     return _stream(rt, upstream, headers, turn, request_id)
 
 
+@router.get(
+    "/models",
+    responses={
+        200: {"description": "the upstream's model list (`{\"object\": \"list\", \"data\": "
+                             "[...]}`), passed through unchanged"},
+        404: {"model": ErrorBody, "description": "this gateway has no upstream "
+                                                 "(code proxy_not_configured)"},
+        502: {"model": ErrorBody, "description": "the upstream is unreachable "
+                                                 "(code upstream_unreachable)"},
+        504: {"model": ErrorBody, "description": "the upstream did not answer in time "
+                                                 "(code upstream_timeout)"},
+    },
+)
+async def list_models(rt: RuntimeDep, principal: PrincipalDep) -> Response:
+    """The upstream's `GET /models`, for OpenAI-compatible UIs and frameworks that ask for
+    the model list before the first chat.
+
+    The body, status and rate-limit headers are the upstream's, as for chat completions
+    (an upstream error comes back with its own status); memoryd adds nothing and stores
+    nothing. Scope `read`. No upstream configured: 404 `proxy_not_configured`.
+    """
+    upstream = await rt.upstream.models()
+    return Response(upstream.content, status_code=upstream.status_code,
+                    headers=passed_headers(upstream.headers))
+
+
 def _store_after_json(rt: Runtime, turn: Turn, request_id: str | None, content: bytes) -> None:
     try:
         completion = json.loads(content)
