@@ -25,6 +25,7 @@ from api.routers import (
     transfer,
     users,
     webhooks,
+    whoami,
 )
 from api.routers import metrics as metrics_router
 from api.ui import AdminPage
@@ -32,6 +33,7 @@ from api.waits import Waits
 from shared.jobs import task_metrics
 from shared.jobs.names import QueueName
 from shared.platform.metrics import RequestMetricsMiddleware, StackCollector
+from shared.platform.version import package_version
 from shared.runtime import Runtime
 from shared.tenancy.api_keys import ApiKeyStore
 from shared.tenancy.auth import KeyRing
@@ -54,6 +56,8 @@ take an operator key instead (403 `forbidden` for a tenant's key). Errors have t
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    # The job-end subscription starts with the gateway, not at the first wait (api/waits.py).
+    await app.state.waits.start()
     async with app.state.mcp.running():
         yield
     await app.state.waits.close()  # its Redis connections belong to this event loop
@@ -63,7 +67,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 def create_app(runtime: Runtime, keyring: KeyRing, *, server_mode: bool = False) -> FastAPI:
     """`server_mode`: the gateway of `memoryd serve` (listening for a network), where
     /metrics needs its token unless `metrics_open` says otherwise."""
-    app = FastAPI(title="memoryd", version="0.1.0", description=DESCRIPTION,
+    app = FastAPI(title="memoryd", version=package_version(), description=DESCRIPTION,
                   lifespan=_lifespan, docs_url=None, redoc_url=None)
     install_docs(app)  # /docs and /redoc with local assets: they work offline
     app.state.runtime = runtime
@@ -83,7 +87,7 @@ def create_app(runtime: Runtime, keyring: KeyRing, *, server_mode: bool = False)
     app.include_router(proxy.router)
     runtime.upstream  # noqa: B018 (built here, closed by the lifespan)
     app.add_middleware(PinIndexMiddleware, runtime=runtime)
-    for module in (users, admin, webhooks):
+    for module in (users, admin, webhooks, whoami):
         app.include_router(module.router)
     app.mount("/ui", AdminPage(), name="ui")
     # Operations: /metrics, export and import (outermost middleware, so 413s are timed too).

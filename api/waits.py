@@ -38,6 +38,12 @@ class Waits:
             self._loop = loop
         return self._waiter
 
+    async def start(self) -> None:
+        """Begin subscribing to job ends (without waiting for Redis): at startup, so the
+        first wait after a restart finds the subscription ready. A wait never depends on
+        this: it reads a job only once the subscription is confirmed."""
+        await self._for_loop().start(0.0)
+
     async def get(self, job_id: str, tenant_id: str, user_id: str | None = None) -> JobView:
         return await self._for_loop().get(job_id, tenant_id, user_id)
 
@@ -69,7 +75,8 @@ class Waits:
         leaks nothing), and never holds the read for the bound. The whole wait counts as
         one against the key's cap of concurrent waits; past the cap it reports the jobs as
         they are now. The jobs are awaited one after another: all must end, so the wait
-        lasts as long as the slowest, and holds one coroutine and no thread.
+        lasts as long as the slowest, and holds one coroutine and no thread. `timed_out`:
+        the bound ran out while a job the wait watched had not ended.
         """
         waiter = self._for_loop()
         loop = asyncio.get_running_loop()
@@ -82,17 +89,22 @@ class Waits:
             awaited += [j for j in await waiter.pending_of(tenant_id, user_id) if j not in seen]
         states = await waiter.states(awaited, tenant_id)
         open_ = [j for j in awaited if states[j] is not None and not ended(states[j])]
+        timed_out = False  # the bound ran out before the wait saw every open job end
         if open_ and limit > 0 and self._active[key_id] < self._settings.max_waits_per_key:
             self._active[key_id] += 1
             try:
                 for job_id in open_:
                     left = start + limit - loop.time()
                     if left <= 0:
+                        timed_out = True
                         break
                     try:
-                        await waiter.wait(job_id, tenant_id, left)
+                        view = await waiter.wait(job_id, tenant_id, left)
                     except NotFound:  # gone meanwhile: re-read below, reported pending
-                        pass
+                        continue
+                    if not ended(view.status.value):
+                        timed_out = True
+                        break
             finally:
                 self._active[key_id] -= 1
                 if self._active[key_id] <= 0:
@@ -100,7 +112,8 @@ class Waits:
             states.update(await waiter.states(open_, tenant_id))
         pending = [j for j in awaited if not ended(states[j])]
         return Freshness(applied=not pending, pending_jobs=pending,
-                         waited_ms=round((loop.time() - start) * 1000.0, 3))
+                         waited_ms=round((loop.time() - start) * 1000.0, 3),
+                         timed_out=timed_out)
 
     def active(self, key_id: str) -> int:
         return self._active[key_id]

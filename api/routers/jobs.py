@@ -1,4 +1,5 @@
-"""Jobs: the state of an enqueued write; the tenant's failed jobs, and retrying one."""
+"""Jobs: the state of an enqueued write; the tenant's recent and failed jobs, and retrying
+one."""
 
 from __future__ import annotations
 
@@ -10,10 +11,29 @@ from api.deps import RuntimeDep, TenantDep, identifier
 from api.responses import ERROR_RESPONSES
 from api.waits import WaitsDep
 from shared.jobs import failed as failed_jobs
-from shared.records.schemas import FailedJobPage, JobAccepted, JobView
+from shared.jobs import recent as recent_jobs
+from shared.records.schemas import FailedJobPage, Identifier, JobAccepted, JobView, RecentJobPage
 from shared.tenancy.limits import check_page
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=ERROR_RESPONSES)
+
+
+# Before `/jobs/{job_id}`, which would otherwise take `recent` for a job id.
+@router.get("/jobs/recent", response_model=RecentJobPage)
+def list_recent_jobs(
+    rt: RuntimeDep,
+    tenant: TenantDep,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    user_id: Annotated[Identifier | None, Query(description="only this user's jobs")] = None,
+) -> RecentJobPage:
+    """The tenant's most recent jobs in any state, newest first: kind, status, user,
+    attempts and, for a job that failed or is retrying, the reason. The newest 1,000 per
+    tenant are kept, as long as their job records (`MEMORYD_JOB_TTL_S`).
+
+    Needs scope `admin`, as the failed-jobs listing.
+    """
+    check_page(limit, rt.settings)
+    return recent_jobs.list_recent(rt.redis, tenant, limit, user_id)
 
 
 @router.get("/jobs/{job_id}", response_model=JobView)

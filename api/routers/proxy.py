@@ -34,7 +34,7 @@ router = APIRouter(prefix="/v1", tags=["proxy"], responses=ERROR_RESPONSES)
 
 MEMORY_HEADER = "X-Memoryd-Memory"  # none | empty | used
 JOB_HEADER = "X-Memoryd-Job"  # the job the turn is stored by, once the answer is complete
-FRESH_HEADER = "X-Memoryd-Fresh"  # applied | pending: had the user's earlier writes ended
+FRESH_HEADER = "X-Memoryd-Fresh"  # applied | pending: were the user's earlier writes seen to end
 
 
 def _store_after(rt: Runtime, turn: Turn, request_id: str | None, answer: str) -> None:
@@ -94,7 +94,9 @@ async def chat_completions(
       the lookup took. Every other field goes upstream as sent.
     - **Read-your-writes**: the lookup first waits for the user's pending writes (an
       earlier turn still being stored), up to `MEMORYD_PROXY_FRESH_WAIT_S`;
-      `X-Memoryd-Fresh` says `applied` (all had ended) or `pending` (the wait ran out).
+      `X-Memoryd-Fresh` says `applied` (all had ended) or `pending` (the wait ran out
+      first), and `Server-Timing: memoryd-fresh;dur=<ms>` how long it waited (part of
+      `memoryd-context`).
     - **After**: once the upstream's answer is complete, the latest user message and the
       answer are enqueued as an interaction of the `X-Memoryd-Thread` thread, with an
       idempotency key derived from the tenant, user, thread and messages: a retry of the
@@ -131,11 +133,14 @@ async def chat_completions(
         started = time.perf_counter()
         fresh = await waits.await_writes(principal.key_id, principal.tenant, user, [],
                                          "fresh", settings.proxy_fresh_wait_s)
-        headers[FRESH_HEADER] = "applied" if fresh.applied else "pending"
+        # `applied` only when the wait saw every write end within its bound: a wait that ran
+        # out says so, whatever the re-read just after it found.
+        headers[FRESH_HEADER] = "applied" if fresh.applied and not fresh.timed_out else "pending"
         ctx = await run_in_threadpool(
             proxy_context, rt.read_path(), owner, latest, recent, budget, settings)
         lookup_ms = (time.perf_counter() - started) * 1000
-        headers["Server-Timing"] = f"memoryd-context;dur={lookup_ms:.2f}"
+        headers["Server-Timing"] = (f"memoryd-context;dur={lookup_ms:.2f}, "
+                                    f"memoryd-fresh;dur={fresh.waited_ms:.2f}")
         if ctx.items and settings.search_record_access:
             rt.access.note(owner, [item.memory.id for item in ctx.items])
         forwarded = {**raw, "messages": with_memory(raw["messages"], ctx.block)}
@@ -161,6 +166,32 @@ async def chat_completions(
             await run_in_threadpool(_store_after_json, rt, turn, request_id, content)
         return Response(content, status_code=upstream.status_code, headers=headers)
     return _stream(rt, upstream, headers, turn, request_id)
+
+
+@router.get(
+    "/models",
+    responses={
+        200: {"description": "the upstream's model list (`{\"object\": \"list\", \"data\": "
+                             "[...]}`), passed through unchanged"},
+        404: {"model": ErrorBody, "description": "this gateway has no upstream "
+                                                 "(code proxy_not_configured)"},
+        502: {"model": ErrorBody, "description": "the upstream is unreachable "
+                                                 "(code upstream_unreachable)"},
+        504: {"model": ErrorBody, "description": "the upstream did not answer in time "
+                                                 "(code upstream_timeout)"},
+    },
+)
+async def list_models(rt: RuntimeDep, principal: PrincipalDep) -> Response:
+    """The upstream's `GET /models`, for OpenAI-compatible UIs and frameworks that ask for
+    the model list before the first chat.
+
+    The body, status and rate-limit headers are the upstream's, as for chat completions
+    (an upstream error comes back with its own status); memoryd adds nothing and stores
+    nothing. Scope `read`. No upstream configured: 404 `proxy_not_configured`.
+    """
+    upstream = await rt.upstream.models()
+    return Response(upstream.content, status_code=upstream.status_code,
+                    headers=passed_headers(upstream.headers))
 
 
 def _store_after_json(rt: Runtime, turn: Turn, request_id: str | None, content: bytes) -> None:

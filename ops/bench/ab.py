@@ -40,7 +40,7 @@ from ops.bench.common import (
     drop_memoryd_environment,
     latency_summary,
 )
-from ops.bench.fill import bulk_fill, embed_pool, load_locomo, user_name
+from ops.bench.fill import bulk_fill, embed_pool, locomo_or_exit, user_name
 from ops.bench.http import raw_client
 from ops.bench.search import (
     WARMUP_REQUESTS,
@@ -150,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for key in drop_memoryd_environment():
         log(f"ignoring {key} from the environment (use --config)")
     configs: list[Config] = args.config
-    locomo = load_locomo(args.locomo)
+    locomo = locomo_or_exit(args.locomo)
     embedder = make_embedder(args.embedder, Settings(embedder=args.embedder))
     turns = locomo.turns[:args.pool_limit] if args.pool_limit else locomo.turns
     pool = embed_pool(embedder, turns, args.cache_dir, progress=log)

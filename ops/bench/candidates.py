@@ -34,7 +34,7 @@ from ops.bench.common import (
     check_filled_store_options,
     drop_memoryd_environment,
 )
-from ops.bench.fill import TENANT, bulk_fill, embed_pool, load_locomo, user_name
+from ops.bench.fill import TENANT, bulk_fill, embed_pool, locomo_or_exit, user_name
 from ops.bench.search import TOP_K
 from ops.stack import log
 from shared.embeddings import make_embedder
@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     for key in drop_memoryd_environment():
         log(f"ignoring {key} from the environment")
-    locomo = load_locomo(args.locomo)
+    locomo = locomo_or_exit(args.locomo)
     embedder = make_embedder(args.embedder, Settings(embedder=args.embedder))
     turns = locomo.turns[:args.pool_limit] if args.pool_limit else locomo.turns
     pool = embed_pool(embedder, turns, args.cache_dir, progress=log)

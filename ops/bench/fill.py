@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,17 @@ NOISE_SIGMA = 0.02
 FILL_EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 YEAR_S = 365 * 24 * 3600
 _SESSION = re.compile(r"session_(\d+)")
+DEFAULT_LOCOMO_HINT = "../shared/bench/locomo10.json"
+
+
+def locomo_or_exit(path: Path) -> Locomo:
+    """`load_locomo` for a bench command: a missing file ends it with `missing_locomo`'s
+    message on stderr and exit status 2, as a bad option does, not a traceback."""
+    try:
+        return load_locomo(path)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 @dataclass(frozen=True)
@@ -49,12 +61,22 @@ class Locomo:
     questions: list[str]  # distinct question texts, file order
 
 
+def missing_locomo(path: Path) -> str:
+    """What a bench says when its LoCoMo file is not there: where it looked, where the data
+    comes from, and how to point the bench at it. LoCoMo is CC BY-NC, so the repository does
+    not ship it (the smoke tests run on generated data of its shape instead)."""
+    return (
+        f"LoCoMo data not found at {path}. The benchmarks read LoCoMo's locomo10.json "
+        "(CC BY-NC, not shipped with memoryd; github.com/snap-research/LoCoMo, "
+        "data/locomo10.json): pass --locomo PATH, or place it at "
+        f"{DEFAULT_LOCOMO_HINT} beside the checkout."
+    )
+
+
 def load_locomo(path: Path) -> Locomo:
+    """The bench texts of a LoCoMo file; FileNotFoundError (`missing_locomo`) without one."""
     if not path.is_file():
-        raise FileNotFoundError(
-            f"LoCoMo data not found at {path}; pass --locomo PATH "
-            "(it lives beside the checkout, in ../shared/bench/locomo10.json)"
-        )
+        raise FileNotFoundError(missing_locomo(path))
     samples: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))
     turns: list[str] = []
     questions: list[str] = []

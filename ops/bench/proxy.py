@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import tempfile
 import time
 from collections.abc import Sequence
@@ -95,7 +96,8 @@ def timed(client: httpx.Client, url: str, body: dict[str, Any],
             response.read()
         total = time.perf_counter() - start
         timing = response.headers.get("Server-Timing", "")
-        lookup = float(timing.split("dur=", 1)[1]) if "dur=" in timing else None
+        found = re.search(r"memoryd-context;dur=([\d.]+)", timing)
+        lookup = float(found.group(1)) if found else None
         return first, total, response.headers.get("X-Memoryd-Memory", ""), lookup
 
 

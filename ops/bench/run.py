@@ -40,7 +40,7 @@ from ops.bench.common import (
     use_e5_engine,
 )
 from ops.bench.extract import run_extract_phase
-from ops.bench.fill import load_locomo
+from ops.bench.fill import locomo_or_exit
 from ops.bench.long_turns import run_long_phase
 from ops.bench.peer import add_peer_arguments, peer_options, probe_peer, render_peer, run_peer
 from ops.bench.report import (
@@ -210,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for key in drop_memoryd_environment():
         log(f"ignoring {key} from the environment")
     use_e5_engine(opts.e5_engine)
-    locomo = load_locomo(opts.locomo)
+    locomo = locomo_or_exit(opts.locomo)
     report: dict[str, Any] = {
         "meta": {
             "date": datetime.now(UTC).isoformat(timespec="seconds"),

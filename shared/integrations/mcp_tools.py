@@ -6,7 +6,8 @@ client, a user and a conversation from the transport (the `memoryd mcp --user` c
 for stdio; the request's `Authorization` and `X-Memoryd-User` headers for HTTP, api/mcp.py),
 so no argument a model writes can reach another user's memories.
 
-Every failure a caller can act on comes back as an MCP tool error (`isError`) whose text
+Every failure a caller can act on comes back as an MCP tool error (`isError` in the JSON-RPC
+result, `CallToolResult.is_error` in the SDK) whose text
 carries memoryd's error code and field after the SDK's `Error executing tool <name>: `
 prefix, `invalid_input (field limit): ...`, the field named as the tool's argument where it
 differs from the API's (`limit` is the API's `top_k`). Arguments are checked before the
@@ -36,6 +37,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from shared.client import AsyncMemorydClient, JobTimeout, MemorydError
 from shared.platform.errors import AppError, InvalidInput, field_path
+from shared.platform.version import package_version
 from shared.records.schemas import JobAccepted, JobView
 
 # What `delete_all_memories` needs in `confirm`: a phrase a model has to write on purpose.
@@ -164,7 +166,7 @@ class MemorydServer(MCPServer[Any]):
     for a key that cannot write."""
 
     def __init__(self, name: str, *, instructions: str, may_write: MayWrite | None) -> None:
-        super().__init__(name, instructions=instructions)
+        super().__init__(name, instructions=instructions, version=package_version())
         self._may_write = may_write
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
@@ -211,6 +213,7 @@ def build_server(resolve: Resolver, *, wait_s: float, ledger: JobLedger | None =
     before answering with the job alone (0: never waits). `may_write`: whether the caller's
     key holds the `write` scope, to list only the tools it may call (None: list all)."""
     jobs = ledger if ledger is not None else JobLedger()
+    # serverInfo.version: the SDK sends "" unless told; hosts show and log it.
     server = MemorydServer(name, instructions=INSTRUCTIONS, may_write=may_write)
 
     def still_running(b: Binding, accepted: JobAccepted) -> dict[str, Any]:

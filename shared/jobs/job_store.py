@@ -14,6 +14,8 @@ import redis.asyncio as aioredis
 
 from shared.jobs.forgetting import EPOCH, blank_text, epoch_key, job_key, user_jobs_key
 from shared.jobs.pending import PENDING, UNTRACK_LUA, pending_key
+from shared.jobs.recent import KEEP as RECENT_KEEP
+from shared.jobs.recent import recent_key
 from shared.platform.errors import NotFound
 from shared.platform.redis_keys import LUA_KEY_PART, key_prefix, redis_key
 from shared.records.models import JobStatus, utcnow
@@ -44,6 +46,10 @@ if ARGV[6] ~= '' then
   redis.call('ZADD', KEYS[4], ARGV[7] + ARGV[10], ARGV[8])
   redis.call('EXPIRE', KEYS[4], ARGV[10])
 end
+-- The tenant's recent jobs (shared/jobs/recent.py): the newest ARGV[11] are kept.
+redis.call('ZADD', KEYS[5], ARGV[7], ARGV[8])
+redis.call('ZREMRANGEBYRANK', KEYS[5], 0, -(tonumber(ARGV[11]) + 1))
+redis.call('EXPIRE', KEYS[5], ARGV[5])
 return 1
 """
 _BEGIN = """
@@ -151,9 +157,10 @@ return 1
         now = utcnow()
         args: list[str | int | float] = [tenant_id, kind, request_id or "", now.isoformat(),
                                           self._ttl, user_id or "", now.timestamp(), job_id,
-                                          digest, self._pending_ttl]
+                                          digest, self._pending_ttl, RECENT_KEEP]
         keys = [self._key(job_id), epoch_key(tenant_id, user_id or ""),
-                user_jobs_key(tenant_id, user_id or ""), pending_key(tenant_id, user_id or "")]
+                user_jobs_key(tenant_id, user_id or ""), pending_key(tenant_id, user_id or ""),
+                recent_key(tenant_id)]
         return bool(self._create(keys=keys, args=args))
 
     def digest(self, job_id: str) -> str | None:
@@ -293,6 +300,12 @@ class AsyncJobWaiter:
     job when it ends; each also re-reads the job about every `poll_s`, so a lost notification
     (or a worker of an older version, which publishes none) only delays the answer.
     Built for one event loop: the gateway's.
+
+    A wait reads the job's state only once the subscription is confirmed by Redis: an end
+    published between that read and the subscription would reach nobody, and the wait
+    would sleep until its next re-read, or its whole bound. (Right after a restart, the
+    first wait used to start the subscription and read at once: a job that ended 20 ms
+    later held a proxy turn for its full 2 s.) `start()` subscribes ahead of the first wait.
     """
 
     def __init__(self, client: aioredis.Redis, poll_s: float = 2.0) -> None:
@@ -300,6 +313,7 @@ class AsyncJobWaiter:
         self._poll_s = poll_s
         self._waiting: dict[str, set[asyncio.Event]] = {}
         self._listener: asyncio.Task[None] | None = None
+        self._subscribed = asyncio.Event()  # set while Redis has confirmed the subscription
 
     @classmethod
     def from_url(cls, url: str, timeout_s: float, poll_s: float = 2.0) -> AsyncJobWaiter:
@@ -338,7 +352,8 @@ class AsyncJobWaiter:
         woken = asyncio.Event()
         self._waiting.setdefault(job_id, set()).add(woken)
         try:
-            self._listen()
+            # Subscribed before the first read (bounded: with Redis away the wait polls).
+            await self._until_subscribed(min(deadline - loop.time(), self._poll_s))
             key = job_key(job_id)
             while True:
                 # Registered before the read: an end published after it still wakes us.
@@ -361,6 +376,21 @@ class AsyncJobWaiter:
                 if not events:
                     del self._waiting[job_id]
 
+    async def start(self, timeout_s: float) -> bool:
+        """Subscribe now rather than at the first wait; True once Redis confirmed it within
+        `timeout_s` (else the subscription keeps trying in the background)."""
+        return await self._until_subscribed(timeout_s)
+
+    async def _until_subscribed(self, timeout_s: float) -> bool:
+        self._listen()
+        if self._subscribed.is_set():
+            return True
+        try:
+            await asyncio.wait_for(self._subscribed.wait(), max(timeout_s, 0.0))
+        except TimeoutError:
+            return False
+        return True
+
     def _listen(self) -> None:
         if self._listener is None or self._listener.done():
             self._listener = asyncio.get_running_loop().create_task(
@@ -369,22 +399,32 @@ class AsyncJobWaiter:
     async def _run_listener(self) -> None:
         while True:
             try:
-                async with self._r.pubsub(ignore_subscribe_messages=True) as pubsub:
+                # Subscribe confirmations are read, not ignored: `_subscribed` is set on
+                # Redis's confirmation, after which every end published reaches this loop.
+                async with self._r.pubsub() as pubsub:
                     await pubsub.subscribe(DONE_CHANNEL)
                     while True:
                         message = await pubsub.get_message(timeout=1.0)
                         if message is None:
+                            continue
+                        if message.get("type") == "subscribe":
+                            self._subscribed.set()
+                            continue
+                        if message.get("type") != "message":
                             continue
                         data = message.get("data")
                         job_id = data.decode() if isinstance(data, bytes) else str(data)
                         for event in self._waiting.get(job_id, ()):
                             event.set()
             except asyncio.CancelledError:
+                self._subscribed.clear()
                 raise
             except Exception:  # Redis away: waiters still poll; subscribe again shortly.
+                self._subscribed.clear()
                 await asyncio.sleep(1.0)
 
     async def close(self) -> None:
+        self._subscribed.clear()
         if self._listener is not None:
             self._listener.cancel()
             try:

@@ -2,7 +2,8 @@
 
 Any OpenAI-compatible base URL (OpenAI, DeepSeek, DashScope, vLLM, llama.cpp, Ollama's
 /v1): the proxy POSTs to `<base>/chat/completions` and reads the answer as a stream, so a
-streamed answer passes on chunk by chunk and a plain one is read whole.
+streamed answer passes on chunk by chunk and a plain one is read whole; `GET <base>/models`
+is the model list UIs and frameworks ask for first.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Upstream:
     def __init__(self, settings: Settings) -> None:
         base = settings.proxy_upstream_url
         self.url = f"{base.rstrip('/')}/chat/completions" if base else None
+        self.models_url = f"{base.rstrip('/')}/models" if base else None
         # Identity encoding: the stream's bytes go to the caller as they are read.
         headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
         if settings.proxy_upstream_api_key is not None:
@@ -64,6 +66,19 @@ class Upstream:
             raise UpstreamTimeout(f"the upstream did not answer in time: {exc!r}") from exc
         except httpx.HTTPError as exc:
             raise UpstreamUnreachable(f"the upstream is unreachable: {exc!r}") from exc
+
+    async def models(self) -> httpx.Response:
+        """`GET <base>/models`, read whole: the upstream's model list (or its error), for
+        `GET /v1/models` to pass on as it is."""
+        self.require_configured()
+        assert self.models_url is not None  # configured: set with `url`
+        try:
+            response = await self._client.get(self.models_url)
+        except httpx.TimeoutException as exc:
+            raise UpstreamTimeout(f"the upstream did not answer in time: {exc!r}") from exc
+        except httpx.HTTPError as exc:
+            raise UpstreamUnreachable(f"the upstream is unreachable: {exc!r}") from exc
+        return response
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -208,6 +208,9 @@ class Freshness(BaseModel):
         description="awaited jobs that had not ended when the wait ran out (and any "
                     "after_jobs id that is not one of this tenant's jobs)")
     waited_ms: float = Field(description="time spent waiting before the read")
+    timed_out: bool = Field(
+        False, description="the wait ran out before it saw every awaited job end (a job "
+                           "that ended just after is still counted as applied)")
 
 
 class SearchMode(StrEnum):
@@ -465,6 +468,32 @@ class FailedJob(BaseModel):
 class FailedJobPage(BaseModel):
     items: list[FailedJob]
     next_cursor: str | None = None
+
+
+class RecentJob(BaseModel):
+    """A job of the tenant's recent ones (`GET /v1/jobs/recent`), whatever its state."""
+
+    job_id: str
+    kind: str = Field(description="the task, e.g. memory.ingest")
+    status: JobStatus
+    user_id: str | None = None
+    attempts: int
+    error: dict[str, Any] | None = Field(None, description="the reason: {code, message}")
+    created_at: str | None = None
+    updated_at: str | None = None
+
+
+class RecentJobPage(BaseModel):
+    items: list[RecentJob]
+
+
+class WhoAmI(BaseModel):
+    """The calling key as the gateway sees it (`GET /v1/whoami`): never the key itself."""
+
+    key_id: str
+    tenant_id: str | None = Field(description="the key's tenant; null for an operator key")
+    scopes: list[str] = Field(description="read, write, admin; or operator")
+    operator: bool = Field(description="a store-wide key: /v1/admin/* and no tenant's data")
 
 
 class HistoryEvent(BaseModel):

@@ -224,11 +224,14 @@ def authenticate(keyring: KeyRing, stored: ApiKeyStore, authorization: str | Non
 
 # Reads that are POSTs (a query body); every other POST, PATCH and DELETE is a write.
 _READ_POSTS = frozenset({"/v1/search", "/v1/context"})
-# Admin-only: the tenant's failed jobs and re-running them (retry also writes).
+# Admin-only: the tenant's recent and failed jobs and re-running them (retry also writes).
 _ADMIN: dict[tuple[str, str], frozenset[KeyScope]] = {
     ("GET", "/v1/jobs"): frozenset({KeyScope.ADMIN}),
     ("POST", "/v1/jobs/{job_id}/retry"): frozenset({KeyScope.WRITE, KeyScope.ADMIN}),
+    ("GET", "/v1/jobs/recent"): frozenset({KeyScope.ADMIN}),
 }
+# Any valid key may ask what it is (the admin page does, to call only what it may use).
+WHOAMI = "/v1/whoami"
 
 
 # A tenant's webhook endpoints send its events (and, if asked, its memories' text) out:
@@ -245,6 +248,8 @@ def is_operator_route(path_template: str) -> bool:
 def required_scopes(method: str, path_template: str) -> frozenset[KeyScope]:
     """The scopes a route needs, from its method and path template: the one rule."""
     method = method.upper()
+    if (method, path_template) == ("GET", WHOAMI):
+        return frozenset()
     if (method, path_template) in _ADMIN:
         return _ADMIN[(method, path_template)]
     if is_operator_route(path_template):

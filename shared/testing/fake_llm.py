@@ -1,5 +1,5 @@
-"""A fake chat model over real HTTP on 127.0.0.1: OpenAI `POST /v1/chat/completions` and
-Ollama `POST /api/chat`, scripted per test with a queue of behaviours.
+"""A fake chat model over real HTTP on 127.0.0.1: OpenAI `POST /v1/chat/completions` (and
+`GET /v1/models`) and Ollama `POST /api/chat`, scripted per test with a queue of behaviours.
 
     with FakeLLM() as llm:
         llm.script(json_reply({"operations": []}), http_error(429, retry_after=1))
@@ -101,6 +101,9 @@ class FakeLLM:
         self.responder: Callable[[Received], Behaviour] | None = None
         self.requests: list[Received] = []
         self.streams_cut = 0  # streams the client closed before their end
+        # `GET /v1/models` lists these ids; each such request is kept in `model_requests`.
+        self.models: list[str] = ["fake-model"]
+        self.model_requests: list[Received] = []
         self._queues: dict[str | None, deque[Behaviour]] = {}
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -142,7 +145,9 @@ class FakeLLM:
         with self._lock:
             self._queues.clear()
             self.requests.clear()
+            self.model_requests.clear()
             self.responder = None
+            self.models = ["fake-model"]
 
     def pending(self, model: str | None = None) -> int:
         with self._lock:
@@ -173,6 +178,19 @@ def _handler_for(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # quiet: tests read `requests` instead
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            """OpenAI's model list (`GET /v1/models`), from `fake.models`."""
+            if self.path.rstrip("/") not in ("/v1/models", "/models"):
+                self._send(404, {"error": f"no route {self.path}"}, {})
+                return
+            with fake._lock:
+                fake.model_requests.append(
+                    Received(self.path, "openai", {}, dict(self.headers.items())))
+                ids = list(fake.models)
+            self._send(200, {"object": "list", "data": [
+                {"id": model, "object": "model", "created": 1700000000, "owned_by": "fake"}
+                for model in ids]}, {"x-ratelimit-remaining-requests": "99"})
 
         def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
             if self.path.rstrip("/") in ("/v1/chat/completions", "/chat/completions"):

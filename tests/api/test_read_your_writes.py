@@ -133,6 +133,7 @@ def test_a_short_wait_on_a_running_job_reports_it_pending(
         assert body["freshness"]["applied"] is False
         assert body["freshness"]["pending_jobs"] == [job]  # named once though asked twice
         assert body["freshness"]["waited_ms"] >= 150
+        assert body["freshness"]["timed_out"] is True  # the wait ran out on the job
         assert not any(tag in c for c in contents(body))  # answered as usual, without it
     done = fresh_search(api, user, f"flat {tag}", consistency="fresh")
     assert done["freshness"]["applied"] is True
@@ -151,6 +152,7 @@ def test_another_tenants_job_is_not_applied_and_not_waited_for(
         assert body["freshness"]["applied"] is False
         assert body["freshness"]["pending_jobs"] == [foreign, unknown]
         assert body["freshness"]["waited_ms"] < 10_000  # not held for the 20 s bound
+        assert body["freshness"]["timed_out"] is False  # nothing was waited for
         # Tenant B's own fresh read of that user does see its job as pending.
         own = fresh_search(api_b, user, "secret", consistency="fresh", fresh_timeout_s=0)
         assert own["freshness"]["pending_jobs"] == [foreign]
@@ -185,7 +187,8 @@ def test_a_job_whose_end_is_never_recorded_stops_counting(
     time.sleep(1.1)
     after = fresh_search(api, user, "anything", consistency="fresh")
     assert after["freshness"] == {"applied": True, "pending_jobs": [],
-                                  "waited_ms": after["freshness"]["waited_ms"]}
+                                  "waited_ms": after["freshness"]["waited_ms"],
+                                  "timed_out": False}
     rclient.delete(f"memoryd:job:{lost}")
 
 

@@ -98,6 +98,10 @@ CALLS: dict[tuple[str, str], Call] = {
     ("POST", "/v1/chat/completions"): lambda c, v: c.post(
         "/v1/chat/completions", headers={"X-Memoryd-User": v.user}, json={
             "model": "m", "messages": [{"role": "user", "content": SECRET}]}),
+    ("GET", "/v1/models"): lambda c, v: c.get("/v1/models"),
+    ("GET", "/v1/jobs/recent"): lambda c, v: c.get("/v1/jobs/recent",
+                                                   params={"user_id": v.user}),
+    ("GET", "/v1/whoami"): lambda c, v: c.get("/v1/whoami"),
 }
 
 
@@ -221,9 +225,11 @@ def test_other_tenant_walk(stack: Any, api: httpx.Client, api_b: httpx.Client,
         if route == ("GET", "/v1/memories"):
             # Walked before B saves anything for this user id (reads go first).
             assert response.status_code == 200 and body["items"] == []
-        if route == ("GET", "/v1/jobs"):
+        if route in {("GET", "/v1/jobs"), ("GET", "/v1/jobs/recent")}:
             assert response.status_code == 200
             assert not {victim.job_id, victim.failed_id} & {i["job_id"] for i in body["items"]}
+        if route == ("GET", "/v1/whoami"):
+            assert body["tenant_id"] == "tenant-b"
         if route == ("POST", "/v1/search"):
             assert body["results"] == []
         if route == ("POST", "/v1/context"):

@@ -8,6 +8,7 @@ the test ends them the way a worker does (`JobStore.mark_succeeded`)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from typing import Any
 
@@ -17,7 +18,9 @@ import redis
 from conftest import KEY_A, KEY_B, redis_db_url
 from live_gateway import gateway, settings_with
 
+from api.waits import Waits
 from shared.jobs.job_store import JobStore
+from shared.records.schemas import Freshness
 
 WAITS = 64  # more than the thread limiter's 40 tokens
 
@@ -107,5 +110,46 @@ def test_waits_past_the_key_cap_answer_202_at_once(stack: Any) -> None:
 
     with gateway(settings, stack.runtime.index) as url:
         asyncio.run(scenario(url))
+    client.flushdb()
+    client.close()
+
+
+def test_a_new_gateways_first_wait_sees_a_write_that_ends_at_once(stack: Any) -> None:
+    """Right after a (re)start the job-end subscription is new: a write ending a few ms into
+    the first wait must still wake it. With re-reads 5-15 s apart, a missed end would hold
+    the wait to its bound, and `timed_out` would say so."""
+    settings = idle_settings(stack, wait_poll_s=10)
+    client = redis.Redis.from_url(settings.redis_url)
+    client.flushdb()
+    store = JobStore(client, 3600)
+
+    async def first_wait(delay_s: float) -> Freshness:
+        waits = Waits(settings)  # as a gateway just started has it
+        user = f"fresh-{uuid.uuid4().hex[:8]}"
+        job = uuid.uuid4().hex
+        assert store.create(job, "tenant-a", "memory.ingest", None, user_id=user)
+        ender = threading.Timer(delay_s, store.mark_succeeded, (job, {"added": 1}))
+        ender.start()
+        try:
+            return await waits.await_writes("key-a", "tenant-a", user, [], "fresh", 4.0)
+        finally:
+            ender.join()
+            await waits.close()
+
+    async def scenario() -> None:
+        for delay_s in (0.0, 0.002, 0.005, 0.01, 0.02) * 3:
+            fresh = await first_wait(delay_s)
+            assert fresh.applied and not fresh.timed_out, (delay_s, fresh)
+            assert fresh.pending_jobs == [] and fresh.waited_ms < 4000.0, (delay_s, fresh)
+        # A write that does not end within the bound: pending, and the wait says it ran out.
+        waits = Waits(settings)
+        user = f"fresh-{uuid.uuid4().hex[:8]}"
+        job = uuid.uuid4().hex
+        assert store.create(job, "tenant-a", "memory.ingest", None, user_id=user)
+        fresh = await waits.await_writes("key-a", "tenant-a", user, [], "fresh", 0.3)
+        await waits.close()
+        assert (fresh.applied, fresh.timed_out, fresh.pending_jobs) == (False, True, [job])
+
+    asyncio.run(scenario())
     client.flushdb()
     client.close()

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -259,6 +260,20 @@ def test_http_transport(base_url: str) -> None:
     run(lambda key, who: http_session(base_url, key, who), f"u1-{uuid.uuid4().hex[:8]}")
 
 
+def test_both_transports_send_the_package_version(base_url: str) -> None:
+    """`serverInfo.version` is the installed package's version (hosts show and log it)."""
+    async def versions() -> list[str]:
+        got = []
+        for session in (stdio_session(base_url, KEY_A, "u-version"),
+                        http_session(base_url, KEY_A, "u-version")):
+            async with session as s:
+                assert s.server_info is not None
+                got.append(s.server_info.version)
+        return got
+
+    assert asyncio.run(versions()) == [metadata.version("memoryd")] * 2
+
+
 def test_http_refuses_without_key_or_user(base_url: str) -> None:
     """Before any MCP message is read: the REST API's 401, and 422 naming the user header."""
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -281,7 +296,8 @@ def test_http_refuses_without_key_or_user(base_url: str) -> None:
         ok = http.post("/mcp", json=initialize,
                        headers={"Authorization": f"Bearer {KEY_A}", "X-Memoryd-User": "u1"})
         assert ok.status_code == 200, ok.text
-        assert ok.json()["result"]["serverInfo"]["name"] == "memoryd"
+        info = ok.json()["result"]["serverInfo"]
+        assert info == {"name": "memoryd", "version": metadata.version("memoryd")}
 
 
 def test_http_scopes_are_the_rest_apis(stack: Any, base_url: str) -> None:

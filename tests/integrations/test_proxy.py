@@ -79,6 +79,30 @@ def test_memory_goes_in_as_a_system_message(
     assert sent.headers["Authorization"] == f"Bearer {UPSTREAM_KEY}"
 
 
+def test_models_list_is_the_upstreams(
+    stack: Any, proxy_url: str, fake: FakeLLM, base_url: str,
+) -> None:
+    """`client.models.list()` through the proxy: the upstream's list, asked for with the
+    upstream's key; a read-only key may list; no upstream is 404 as for chat."""
+    fake.models = ["gpt-fake-mini", "gpt-fake-large"]
+    raw = client(proxy_url).models.with_raw_response.list()
+    assert [m.id for m in raw.parse().data] == ["gpt-fake-mini", "gpt-fake-large"]
+    assert raw.headers["x-ratelimit-remaining-requests"] == "99"  # the upstream's advice
+    (sent,) = fake.model_requests
+    assert sent.headers["Authorization"] == f"Bearer {UPSTREAM_KEY}"
+    reader = ApiKeyStore(stack.runtime.redis).create(
+        "tenant-a", frozenset({KeyScope.READ}), name="test-proxy-models")[0]
+    listed = openai.OpenAI(base_url=f"{proxy_url}/v1", api_key=reader, max_retries=0)
+    assert [m.id for m in listed.models.list()] == ["gpt-fake-mini", "gpt-fake-large"]
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="mk_not_a_key",
+                      max_retries=0).models.list()
+    assert len(fake.model_requests) == 2  # the refused call never went upstream
+    with pytest.raises(openai.NotFoundError) as unset:  # the session gateway has no upstream
+        client(base_url).models.list()
+    assert unset.value.body["code"] == "proxy_not_configured"  # type: ignore[index]
+
+
 def test_turn_is_stored_once_even_when_retried(
     proxy_url: str, fake: FakeLLM, api: httpx.Client, user: str,
 ) -> None:

@@ -13,9 +13,14 @@ from pathlib import Path
 import pytest
 
 from ops.bench.ab import parse_config
+from tests.support.tiny_locomo import write_tiny_locomo
 
 ROOT = Path(__file__).resolve().parents[2]
-LOCOMO = ROOT.parent / "shared" / "bench" / "locomo10.json"
+
+
+def tiny(tmp_path: Path) -> Path:
+    """LoCoMo's shape, generated: the real data set may not ship with the repository."""
+    return write_tiny_locomo(tmp_path / "locomo10.json")
 
 
 def _run(args: list[str], tmp_path: Path) -> str:
@@ -28,7 +33,7 @@ def _run(args: list[str], tmp_path: Path) -> str:
 
 def test_ab_prints_a_median_per_configuration(tmp_path: Path) -> None:
     out = _run(["-m", "ops.bench.ab", "--size", "200", "--per-user", "100", "--rounds", "1",
-                "--searches", "10", "--pool-limit", "150", "--locomo", str(LOCOMO),
+                "--searches", "10", "--pool-limit", "150", "--locomo", str(tiny(tmp_path)),
                 "--cache-dir", str(tmp_path / "cache"), "--work-dir", str(tmp_path),
                 "--config", "default=", "--config", "edge-2=MEMORYD_EDGE_SEARCH_THREADS=2"],
                tmp_path)
@@ -41,7 +46,7 @@ def test_ab_prints_a_median_per_configuration(tmp_path: Path) -> None:
 def test_ab_with_concurrent_clients_prints_throughput_and_cpu(tmp_path: Path) -> None:
     out = _run(["-m", "ops.bench.ab", "--size", "200", "--per-user", "100", "--rounds", "1",
                 "--searches", "16", "--clients", "4", "--pool-limit", "150",
-                "--locomo", str(LOCOMO), "--cache-dir", str(tmp_path / "cache"),
+                "--locomo", str(tiny(tmp_path)), "--cache-dir", str(tmp_path / "cache"),
                 "--work-dir", str(tmp_path), "--config", "default=",
                 "--config", "no-limit=MEMORYD_RATE_LIMIT_PER_S=0"], tmp_path)
     for name in ("default", "no-limit"):
@@ -67,7 +72,8 @@ def test_ab_refuses_fewer_searches_than_clients(tmp_path: Path) -> None:
 
 
 def test_probe_compares_callers_and_lanes(tmp_path: Path) -> None:
-    out = _run(["-m", "ops.probes.e5_callers", "--queries", "16", "--clients", "4"], tmp_path)
+    out = _run(["-m", "ops.probes.e5_callers", "--queries", "16", "--clients", "4",
+                "--locomo", str(tiny(tmp_path))], tmp_path)
     rows = [line for line in out.splitlines() if "mean" in line]
     assert len(rows) == 2 and "one calling thread" in rows[0] and "a second caller" in rows[1]
     for row in rows:

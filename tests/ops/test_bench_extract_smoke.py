@@ -10,18 +10,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.support.tiny_locomo import write_tiny_locomo
+
 ROOT = Path(__file__).resolve().parents[2]
-LOCOMO = ROOT.parent / "shared" / "bench" / "locomo10.json"
 
 
 def run_bench(tmp_path: Path, *extra: str) -> tuple[str, dict[str, Any]]:
-    assert LOCOMO.is_file(), f"LoCoMo bench data missing at {LOCOMO}"
+    locomo = write_tiny_locomo(tmp_path / "locomo10.json")  # LoCoMo's shape, generated
     out = tmp_path / "bench.json"
     cmd = [
         sys.executable, "-m", "ops.bench", "--phases", "extract",
         "--extract-latency-ms", "100", "--extract-jobs", "4", "--extract-enqueue-n", "10",
         "--extract-raw-n", "2", *extra,
-        "--locomo", str(LOCOMO), "--out", str(out), "--work-dir", str(tmp_path / "work"),
+        "--locomo", str(locomo), "--out", str(out), "--work-dir", str(tmp_path / "work"),
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
     env["PYTHONPATH"] = str(ROOT)  # `-m ops.bench` from any directory: this checkout

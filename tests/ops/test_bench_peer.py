@@ -20,9 +20,9 @@ from ops.bench.docs import generated_blocks, render_document
 from ops.bench.fill import Pool, user_points
 from ops.bench.peer import peer_rows, probe_peer, ratio, render_peer, user_contents
 from ops.bench.run import parse_args
+from tests.support.tiny_locomo import write_tiny_locomo
 
 ROOT = Path(__file__).resolve().parents[2]
-LOCOMO = ROOT.parent / "shared" / "bench" / "locomo10.json"
 PEER_SOURCE = "bench-results/bench.json#peer"
 MEM0_HERE = importlib.util.find_spec("mem0") is not None
 
@@ -171,11 +171,12 @@ def test_a_peer_not_installed_is_one_line(tmp_path: Path, capfd: pytest.CaptureF
 @pytest.mark.skipif(MEM0_HERE, reason="mem0 is importable here: nothing to report missing")
 def test_the_bench_runs_without_a_peer_that_is_not_installed(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
+    locomo = write_tiny_locomo(tmp_path / "locomo10.json")  # LoCoMo's shape, generated
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
     env["PYTHONPATH"] = str(ROOT)
     done = subprocess.run(
         [sys.executable, "-m", "ops.bench", "--peer", "mem0", "--phases", "enqueue",
-         "--enqueue-n", "3", "--locomo", str(LOCOMO), "--out", str(out),
+         "--enqueue-n", "3", "--locomo", str(locomo), "--out", str(out),
          "--work-dir", str(tmp_path / "work")],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240,
     )

@@ -13,17 +13,19 @@ from typing import Any
 
 import pytest
 
+from tests.support.tiny_locomo import write_tiny_locomo
+
 ROOT = Path(__file__).resolve().parents[2]
-LOCOMO = ROOT.parent / "shared" / "bench" / "locomo10.json"
 
 
 def _bench(tmp_path: Path, out: Path, *extra: str) -> dict[str, Any]:
+    locomo = write_tiny_locomo(tmp_path / "locomo10.json")  # LoCoMo's shape, generated
     cmd = [
         sys.executable, "-m", "ops.bench", "--phases", "search",
         "--sizes", "200", "--per-user", "100", "--extra-users", "5,300",
         "--extra-user-n", "4", "--cached-n", "10", "--search-n", "12", "--concurrent-n", "12",
         "--empty-n", "4", "--clients", "2", "--probe-n", "10", "--pool-limit", "150",
-        "--locomo", str(LOCOMO), "--out", str(out), "--cache-dir", str(tmp_path / "cache"),
+        "--locomo", str(locomo), "--out", str(out), "--cache-dir", str(tmp_path / "cache"),
         "--work-dir", str(tmp_path / "work"), *extra,
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
@@ -40,7 +42,6 @@ def _bench(tmp_path: Path, out: Path, *extra: str) -> dict[str, Any]:
 
 @pytest.mark.timeout(600)  # two stacks, one after the other
 def test_scale_figures_and_a_reused_store(tmp_path: Path) -> None:
-    assert LOCOMO.is_file(), f"LoCoMo bench data missing at {LOCOMO}"
     size = _bench(tmp_path, tmp_path / "first.json", "--keep-data")
     assert size["fill"]["points"] == 200 + 5 + 300 and size["fill"]["extra_users"] == [5, 300]
     assert [(e["memories"], e["one_client"]["searches"], e["one_client"]["results_mean"])

@@ -13,8 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tests.support.tiny_locomo import write_tiny_locomo
+
 ROOT = Path(__file__).resolve().parents[2]
-LOCOMO = ROOT.parent / "shared" / "bench" / "locomo10.json"
 
 
 def _positive(section: dict[str, Any], *keys: str) -> None:
@@ -26,17 +29,14 @@ def _positive(section: dict[str, Any], *keys: str) -> None:
 
 
 def test_bench_runs_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
-    assert LOCOMO.is_file(), (
-        f"LoCoMo bench data missing at {LOCOMO}: the bench reads ../shared/bench/locomo10.json "
-        "beside the checkout (see ../shared/bench/README.md)"
-    )
+    locomo = write_tiny_locomo(tmp_path / "locomo10.json")  # LoCoMo's shape, generated
     out = tmp_path / "bench.json"
     cmd = [
         sys.executable, "-m", "ops.bench",
         "--embedder", "e5-small", "--sizes", "200", "--per-user", "100",
         "--enqueue-n", "20", "--ingest-n", "20", "--search-n", "20", "--concurrent-n", "24",
         "--empty-n", "12", "--clients", "4", "--probe-n", "20", "--pool-limit", "150",
-        "--long-n", "3", "--locomo", str(LOCOMO), "--out", str(out),
+        "--long-n", "3", "--locomo", str(locomo), "--out", str(out),
         "--cache-dir", str(tmp_path / "cache"), "--work-dir", str(tmp_path / "work"),
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
@@ -105,3 +105,20 @@ def test_bench_runs_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
                                     "long_turns_per_s"}
     # The temporary data dirs are removed; the stacks (and their Redis) were stopped.
     assert not any((tmp_path / "work").iterdir())
+
+
+@pytest.mark.parametrize("module", ["ops.bench", "ops.bench.ab", "ops.bench.candidates"])
+def test_a_bench_without_its_data_says_where_it_is_expected(tmp_path: Path,
+                                                            module: str) -> None:
+    """LoCoMo does not ship with the repository: a bench run without it ends at once with
+    the path it looked at and where the data comes from, not a traceback."""
+    missing = tmp_path / "nowhere" / "locomo10.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, "-m", module, "--locomo", str(missing),
+                           "--work-dir", str(tmp_path / "work")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert f"LoCoMo data not found at {missing}" in proc.stderr
+    assert "--locomo PATH" in proc.stderr and "snap-research/LoCoMo" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -27,7 +27,8 @@ COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "ops" / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 PYPROJECT = ROOT / "pyproject.toml"
-DEFAULT_SCHEMA = ROOT.parent / "shared" / "schemas" / "compose-spec.json"
+# Vendored (Apache-2.0, with its license): the tests need nothing beside the checkout.
+DEFAULT_SCHEMA = ROOT / "tests" / "data" / "compose_spec" / "compose-spec.json"
 
 SHELL_OPERATORS = {"|", "||", "&&", ";", "&", ">", ">>", "<", "2>", "2>&1", ">&2"}
 PINNED_TAG = re.compile(r"^v?\d+\.\d+\.\d+")  # full version, optionally with a suffix
@@ -90,9 +91,9 @@ def schema() -> dict[str, Any]:
     path = _schema_path()
     if not path.is_file():
         pytest.fail(
-            f"Compose Specification schema not found at {path}. It is expected in "
-            "shared/schemas/compose-spec.json beside the repository; set "
-            "MEMORYD_COMPOSE_SCHEMA to its path to use another copy.",
+            f"Compose Specification schema not found at {path}. It ships in "
+            "tests/data/compose_spec/compose-spec.json; set MEMORYD_COMPOSE_SCHEMA to "
+            "its path to use another copy.",
             pytrace=False,
         )
     return json.loads(path.read_text(encoding="utf-8"))

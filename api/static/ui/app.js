@@ -11,6 +11,7 @@ const state = {
   usersCursor: null,   // next page of /v1/users
   memCursor: null,     // next page of /v1/memories
   searching: false,    // showing search results instead of the list
+  me: null,            // GET /v1/whoami: the key's tenant and scopes
 };
 
 // ---- HTTP -----------------------------------------------------------------------------
@@ -82,15 +83,37 @@ function logout(message) {
   if (message) say(message, "error");
 }
 
+// What the key may do comes from GET /v1/whoami (any key may ask), so the page calls only
+// routes the key can use: a refused call would show as an error in the browser's console.
 async function open() {
   showApp(true);
+  $("index-info").textContent = "";
+  let me;
   try {
-    const index = await api("GET", "/v1/admin/index");
-    $("index-info").textContent =
-      `embedder ${index.embedder} (${index.dim}-d), generation ${index.generation}`;
+    me = await api("GET", "/v1/whoami");
   } catch (err) {
-    $("index-info").textContent = "";
+    if (!(err instanceof ApiError) || err.status !== 401) fail(err);
+    return;
   }
+  state.me = me;
+  $("jobs-toggle").hidden = !me.scopes.includes("admin");
+  showJobs(false);
+  if (me.operator) {
+    // A store-wide key: the index, and no tenant's data.
+    $("users-panel").hidden = true;
+    $("pick-hint").textContent =
+      "An operator key reaches the store-wide routes only; open a tenant's key to see memories.";
+    try {
+      const index = await api("GET", "/v1/admin/index");
+      $("index-info").textContent =
+        `embedder ${index.embedder} (${index.dim}-d), generation ${index.generation}`;
+    } catch (err) {
+      fail(err);
+    }
+    return;
+  }
+  $("users-panel").hidden = false;
+  $("pick-hint").textContent = "Pick a user on the left.";
   await loadUsers(true);
 }
 
@@ -131,6 +154,7 @@ function markSelected() {
 }
 
 function selectUser(userId) {
+  showJobs(false);
   state.user = userId;
   $("current-user").textContent = userId;
   $("user-view").hidden = false;
@@ -355,6 +379,69 @@ async function history(node) {
   list.hidden = false;
 }
 
+// ---- jobs -----------------------------------------------------------------------------
+
+function showJobs(on) {
+  $("jobs-view").hidden = !on;
+  $("user-view").hidden = on || !state.user;
+  $("pick-hint").hidden = on || Boolean(state.user);
+  if (on) loadJobs();
+}
+
+function reasonOf(error) {
+  if (!error) return "";
+  return [error.code, error.message].filter(Boolean).join(": ");
+}
+
+function jobRow(job, status, when) {
+  const li = el("li", null, "job");
+  li.dataset.job = job.job_id;
+  li.append(el("span", status, `status ${status}`), el("span", job.kind, "kind"),
+    el("span", job.user_id ? `user ${job.user_id}` : "", "user"),
+    el("span", `attempts ${job.attempts}`, "attempts"), el("span", fmtDate(when), "muted"),
+    el("span", job.job_id, "id muted"));
+  const reason = reasonOf(job.error);
+  if (reason) li.append(el("span", reason, "reason"));
+  return li;
+}
+
+async function loadJobs() {
+  try {
+    const [failed, recent] = await Promise.all([
+      api("GET", "/v1/jobs", { params: { status: "failed", limit: 50 } }),
+      api("GET", "/v1/jobs/recent", { params: { limit: 50 } }),
+    ]);
+    const failedRows = failed.items.map((job) => {
+      const li = jobRow(job, "failed", job.failed_at);
+      const retry = el("button", "Retry", "secondary retry");
+      retry.type = "button";
+      retry.addEventListener("click", () => retryJob(job.job_id, retry));
+      li.append(retry);
+      return li;
+    });
+    $("failed-jobs").replaceChildren(...(failedRows.length ? failedRows
+      : [el("li", "No failed jobs.", "muted")]));
+    const recentRows = recent.items.map((job) => jobRow(job, job.status,
+      job.updated_at || job.created_at));
+    $("recent-jobs").replaceChildren(...(recentRows.length ? recentRows
+      : [el("li", "No jobs yet.", "muted")]));
+  } catch (err) {
+    fail(err);
+  }
+}
+
+async function retryJob(jobId, button) {
+  button.disabled = true;
+  try {
+    await api("POST", `/v1/jobs/${encodeURIComponent(jobId)}/retry`);
+    say("Job queued again.", "ok");
+    await loadJobs();
+  } catch (err) {
+    button.disabled = false;
+    fail(err);
+  }
+}
+
 // ---- wiring ---------------------------------------------------------------------------
 
 document.addEventListener("DOMContentLoaded", () => {
@@ -368,6 +455,9 @@ document.addEventListener("DOMContentLoaded", () => {
     open();
   });
   $("logout").addEventListener("click", () => logout("Key forgotten."));
+  $("jobs-toggle").addEventListener("click", () => showJobs($("jobs-view").hidden));
+  $("jobs-refresh").addEventListener("click", () => loadJobs());
+  $("jobs-close").addEventListener("click", () => showJobs(false));
   $("user-filter").addEventListener("submit", (e) => { e.preventDefault(); loadUsers(true); });
   $("users-more").addEventListener("click", () => loadUsers(false));
   $("user-manual").addEventListener("submit", (e) => {

@@ -179,6 +179,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/recent": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Recent Jobs
+         * @description The tenant's most recent jobs in any state, newest first: kind, status, user,
+         *     attempts and, for a job that failed or is retrying, the reason. The newest 1,000 per
+         *     tenant are kept, as long as their job records (`MEMORYD_JOB_TTL_S`).
+         *
+         *     Needs scope `admin`, as the failed-jobs listing.
+         */
+        get: operations["list_recent_jobs_v1_jobs_recent_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{job_id}": {
         parameters: {
             query?: never;
@@ -303,7 +327,9 @@ export interface paths {
          *       the lookup took. Every other field goes upstream as sent.
          *     - **Read-your-writes**: the lookup first waits for the user's pending writes (an
          *       earlier turn still being stored), up to `MEMORYD_PROXY_FRESH_WAIT_S`;
-         *       `X-Memoryd-Fresh` says `applied` (all had ended) or `pending` (the wait ran out).
+         *       `X-Memoryd-Fresh` says `applied` (all had ended) or `pending` (the wait ran out
+         *       first), and `Server-Timing: memoryd-fresh;dur=<ms>` how long it waited (part of
+         *       `memoryd-context`).
          *     - **After**: once the upstream's answer is complete, the latest user message and the
          *       answer are enqueued as an interaction of the `X-Memoryd-Thread` thread, with an
          *       idempotency key derived from the tenant, user, thread and messages: a retry of the
@@ -319,6 +345,31 @@ export interface paths {
          *     - No upstream configured: 404 `proxy_not_configured`.
          */
         post: operations["chat_completions_v1_chat_completions_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Models
+         * @description The upstream's `GET /models`, for OpenAI-compatible UIs and frameworks that ask for
+         *     the model list before the first chat.
+         *
+         *     The body, status and rate-limit headers are the upstream's, as for chat completions
+         *     (an upstream error comes back with its own status); memoryd adds nothing and stores
+         *     nothing. Scope `read`. No upstream configured: 404 `proxy_not_configured`.
+         */
+        get: operations["list_models_v1_models_get"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -493,6 +544,28 @@ export interface paths {
          *     last error and next retry. The newest `MEMORYD_WEBHOOK_DELIVERIES_KEPT` are kept.
          */
         get: operations["list_deliveries_v1_webhooks__webhook_id__deliveries_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/whoami": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Whoami
+         * @description The key's id (never the key), its tenant (null for an operator key) and its scopes.
+         *
+         *     Any valid key, whatever its scopes; 401 for none.
+         */
+        get: operations["whoami_v1_whoami_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -832,6 +905,12 @@ export interface components {
              * @description time spent waiting before the read
              */
             waited_ms: number;
+            /**
+             * Timed Out
+             * @description the wait ran out before it saw every awaited job end (a job that ended just after is still counted as applied)
+             * @default false
+             */
+            timed_out?: boolean;
         };
         /** HTTPValidationError */
         HTTPValidationError: {
@@ -1097,6 +1176,40 @@ export interface components {
             metadata?: {
                 [key: string]: unknown;
             } | null;
+        };
+        /**
+         * RecentJob
+         * @description A job of the tenant's recent ones (`GET /v1/jobs/recent`), whatever its state.
+         */
+        RecentJob: {
+            /** Job Id */
+            job_id: string;
+            /**
+             * Kind
+             * @description the task, e.g. memory.ingest
+             */
+            kind: string;
+            status: components["schemas"]["JobStatus"];
+            /** User Id */
+            user_id?: string | null;
+            /** Attempts */
+            attempts: number;
+            /**
+             * Error
+             * @description the reason: {code, message}
+             */
+            error?: {
+                [key: string]: unknown;
+            } | null;
+            /** Created At */
+            created_at?: string | null;
+            /** Updated At */
+            updated_at?: string | null;
+        };
+        /** RecentJobPage */
+        RecentJobPage: {
+            /** Items */
+            items: components["schemas"]["RecentJob"][];
         };
         /** ReindexRequest */
         ReindexRequest: {
@@ -1433,6 +1546,29 @@ export interface components {
             created_at: string;
             /** Secret Rotated At */
             secret_rotated_at?: string | null;
+        };
+        /**
+         * WhoAmI
+         * @description The calling key as the gateway sees it (`GET /v1/whoami`): never the key itself.
+         */
+        WhoAmI: {
+            /** Key Id */
+            key_id: string;
+            /**
+             * Tenant Id
+             * @description the key's tenant; null for an operator key
+             */
+            tenant_id: string | null;
+            /**
+             * Scopes
+             * @description read, write, admin; or operator
+             */
+            scopes: string[];
+            /**
+             * Operator
+             * @description a store-wide key: /v1/admin/* and no tenant's data
+             */
+            operator: boolean;
         };
     };
     responses: never;
@@ -2565,6 +2701,111 @@ export interface operations {
             };
         };
     };
+    list_recent_jobs_v1_jobs_recent_get: {
+        parameters: {
+            query?: {
+                limit?: number;
+                /** @description only this user's jobs */
+                user_id?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecentJobPage"];
+                };
+            };
+            /** @description malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing, unknown or revoked API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the API key lacks a scope this endpoint needs, or is a tenant's key on a store-wide route (code forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such resource for this tenant and user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the resource is not in a state that allows this */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the body or a field is over its limit (code payload_too_large) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid input; `field` names it */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate limit reached (code rate_limited; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Redis or the store is unreachable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     get_job_v1_jobs__job_id__get: {
         parameters: {
             query?: {
@@ -3010,6 +3251,125 @@ export interface operations {
                 };
             };
             /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate limit reached (code rate_limited; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the upstream is unreachable (code upstream_unreachable) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Redis or the store is unreachable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the upstream did not answer in time (code upstream_timeout) */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_models_v1_models_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the upstream's model list (`{"object": "list", "data": [...]}`), passed through unchanged */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing, unknown or revoked API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the API key lacks a scope this endpoint needs, or is a tenant's key on a store-wide route (code forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description this gateway has no upstream (code proxy_not_configured) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the resource is not in a state that allows this */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the body or a field is over its limit (code payload_too_large) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid input; `field` names it */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3901,6 +4261,107 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DeliveryList"];
+                };
+            };
+            /** @description malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing, unknown or revoked API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the API key lacks a scope this endpoint needs, or is a tenant's key on a store-wide route (code forbidden) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such resource for this tenant and user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the resource is not in a state that allows this */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the body or a field is over its limit (code payload_too_large) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid input; `field` names it */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate limit reached (code rate_limited; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Redis or the store is unreachable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    whoami_v1_whoami_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WhoAmI"];
                 };
             };
             /** @description malformed JSON */
