@@ -27,7 +27,7 @@ from shared.extraction.redaction import redact
 from shared.llm import ChatClient
 from shared.memories.conflicts import Verdict, conflict_band, in_band, judge
 from shared.memories.reads import visibility
-from shared.memories.writes import MemoryWriter, range_conditions, same_numbers
+from shared.memories.writes import MemoryWriter, range_conditions, same_numbers, with_dropped
 from shared.platform import failpoints
 from shared.platform.errors import ExtractorUnavailable
 from shared.records.candidate import Candidate
@@ -86,7 +86,7 @@ class LLMExtraction:
         messages = redacted_messages(cmd)
         users = [m for m in messages if m.role is Role.USER]
         if not users:
-            return self._result([], [])
+            return with_dropped(self._result([], []), cmd)
         when = max(m.created_at or cmd.received_at for m in users)
         aliases = self._similar(cmd.owner, cmd, "\n".join(m.content for m in users))
         # Fault drills stop here, mid-call, so a worker can be killed during the LLM call.
@@ -104,7 +104,7 @@ class LLMExtraction:
         steps = self._resolve(cmd, planned)
         for step in steps:
             self._apply(cmd, step, when, job_id)
-        return self._result(steps, dropped)
+        return with_dropped(self._result(steps, dropped), cmd)
 
     # ---- before any write ----------------------------------------------------
 

@@ -115,7 +115,7 @@ class MemoryWriter:
     def ingest(self, cmd: IngestCommand, job_id: str) -> dict[str, Any]:
         candidates = candidates_for(cmd)
         results = self.write(cmd.owner, cmd.scope, cmd.project, candidates, job_id)
-        return summarize(results, cmd.extract.value)
+        return with_dropped(summarize(results, cmd.extract.value), cmd)
 
     def save(self, cmd: SaveCommand, job_id: str) -> dict[str, Any]:
         candidate = Candidate(
@@ -555,5 +555,15 @@ def summarize(results: Sequence[WriteResult], mode: str) -> dict[str, Any]:
     }
 
 
-__all__ = ["MemoryWriter", "WriteResult", "summarize", "Source"]
+def with_dropped(result: dict[str, Any], cmd: IngestCommand) -> dict[str, Any]:
+    """The job result, saying which messages were dropped as empty once normalised
+    (positions in the request), when any was."""
+    dropped = cmd.dropped_messages
+    if dropped:
+        result["dropped_messages"] = [
+            {"index": i, "reason": "empty once normalised"} for i in dropped]
+    return result
+
+
+__all__ = ["MemoryWriter", "WriteResult", "summarize", "with_dropped", "Source"]
 
