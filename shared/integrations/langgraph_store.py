@@ -353,11 +353,15 @@ class MemorydStore(BaseStore):
             cursor = page.next_cursor
             if cursor is None:
                 break
+        # Only what this store can address again: a user or project id stored before ids
+        # refused dot segments and invisible characters (`a/../b`) is not listed.
+        users = [user for user in users if _addressable(user)]
         spaces: set[tuple[str, ...]] = {(self.root, user) for user in users}
         if op.max_depth is None or op.max_depth >= 3:
             for user in users:
                 projects = yield from self._projects(user)
-                spaces.update((self.root, user, project) for project in projects)
+                spaces.update((self.root, user, project) for project in projects
+                              if _addressable(project))
         matched = [ns for ns in spaces if all(_matches(c, ns) for c in conditions)]
         if op.max_depth is not None:
             matched = list({ns[:op.max_depth] for ns in matched})
@@ -463,6 +467,14 @@ def _element(value: Any, field: str) -> str:
     if value != value.strip():
         raise NamespaceError(f"{field} {value!r} starts or ends with a space", field=field)
     return value
+
+
+def _addressable(value: str) -> bool:
+    try:
+        _element(value, "namespace")
+    except NamespaceError:
+        return False
+    return True
 
 
 def _key(value: Any) -> str:

@@ -322,7 +322,8 @@ def test_surrogate_text_never_reaches_logs_or_jobs(
     marker = f"LOGMARK{uuid.uuid4().hex[:8]}"
     bodies = [
         ("/v1/memories", {"user_id": user, "content": f"{marker} \ud800 poison"}),
-        ("/v1/memories", {"user_id": user, "content": "fine", "metadata": {"k": f"{marker}\ud800"}}),
+        ("/v1/memories", {"user_id": user, "content": "fine",
+                          "metadata": {"k": f"{marker}\ud800"}}),
         ("/v1/interactions", {"user_id": user, "messages": [
             {"role": "user", "content": f"{marker} \ud800 poison"}]}),
         ("/v1/search", {"user_id": user, "query": f"{marker} \ud800"}),

@@ -1,0 +1,134 @@
+"""Hypothesis-generated arguments to every MCP tool, through the real MCP server (`/mcp` on the
+live session stack, the MCP SDK's own client over streamable HTTP): arguments drawn from each
+tool's own input schema, mixed with hostile ones (wrong types, path-like and invisible ids,
+deep nesting, out-of-range numbers, unknown arguments). Whatever the arguments, a tool answers
+a result or a tool error in memoryd's form; nothing it calls answers a 5xx, and the session
+survives every call."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any, TypeVar
+
+import anyio
+from conftest import KEY_A
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from test_mcp import TOOLS, http_session, text_of
+
+T = TypeVar("T")
+EXAMPLES = 20  # per tool; bounded so the whole run takes about a minute
+
+def _nested(depth: int) -> Any:
+    value: Any = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+ids = st.one_of(
+    st.uuids().map(str),
+    st.sampled_from(["../users", "../webhooks/wh_1", "..", ".", "a/../b", "%2e%2e/users",
+                     "x?user_id=other", "x#frag", "\u202eadmin\u200b", "", " ", "a" * 300,
+                     "00000000-0000-0000-0000-000000000000:lease"]),
+    st.text(max_size=12),
+)
+hostile: st.SearchStrategy[Any] = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False, allow_infinity=False), ids,
+    st.lists(st.text(max_size=5), max_size=3),
+    st.recursive(st.text(max_size=3), lambda inner: st.dictionaries(st.text(max_size=3), inner,
+                                                                    max_size=2), max_leaves=8),
+    st.builds(_nested, st.sampled_from([2, 9, 50, 300])),
+)
+
+
+
+def of_schema(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
+    """Values of one JSON-schema property, as FastMCP describes a tool's argument."""
+    if "anyOf" in schema:
+        return st.one_of([of_schema(s) for s in schema["anyOf"]])
+    kind = schema.get("type")
+    if kind == "string":
+        return st.one_of(st.text(max_size=40), ids,
+                         st.sampled_from(["semantic", "episodic", "created_at", "I like tea"]))
+    if kind == "integer":
+        return st.one_of(st.integers(-5, 250), st.integers())
+    if kind == "number":
+        return st.floats(allow_nan=False, allow_infinity=False)
+    if kind == "boolean":
+        return st.booleans()
+    if kind == "null":
+        return st.none()
+    if kind == "array":
+        items = schema.get("items", {})
+        element = (st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "x"]),
+                                          "content": st.text(max_size=30)},
+                                         optional={"metadata": hostile})
+                   if items.get("type") == "object" else of_schema(items))
+        return st.lists(element, max_size=4)
+    if kind == "object":
+        return st.dictionaries(st.text(max_size=5), hostile, max_size=3)
+    return hostile
+
+
+def arguments(schema: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    properties: dict[str, Any] = schema.get("properties", {})
+    required = set(schema.get("required", []))
+    fields = {name: st.one_of(of_schema(spec), hostile) if name not in ("text", "query")
+              else of_schema(spec) for name, spec in properties.items()}
+    return st.fixed_dictionaries(
+        {n: s for n, s in fields.items() if n in required},
+        optional={**{n: s for n, s in fields.items() if n not in required},
+                  "user_id": ids, "unknown": hostile},
+    )
+
+
+def drawn(strategy: st.SearchStrategy[T], count: int) -> list[T]:
+    """`count` examples of `strategy`, deterministic: hypothesis draws them (generation
+    only, no shrinking), and the calls then run over one MCP session."""
+    found: list[T] = []
+
+    @given(strategy)
+    @settings(max_examples=count, derandomize=True, deadline=None, database=None,
+              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+    def collect(value: T) -> None:
+        found.append(value)
+
+    collect()
+    return found
+
+
+SERVER_ERRORS = ("internal_error", "queue_unavailable", "store_unavailable", "503", "500 ")
+
+
+def test_tool_arguments_never_reach_a_server_error(base_url: str) -> None:
+    user = f"mcp-prop-{uuid.uuid4().hex[:8]}"
+    failures: list[str] = []
+    calls = 0
+
+    async def main() -> None:
+        nonlocal calls
+        async with http_session(base_url, KEY_A, user) as session:
+            await session.call_tool("add_memory", {"text": "I keep bees in my garden"})
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            assert set(tools) == TOOLS
+            for name in sorted(tools):
+                for args in drawn(arguments(tools[name].input_schema), EXAMPLES):
+                    if name == "delete_all_memories":
+                        args.pop("confirm", None)  # never the real confirmation
+                    with anyio.fail_after(90):
+                        result = await session.call_tool(name, args)
+                    calls += 1
+                    text = text_of(result)
+                    if any(marker in text for marker in SERVER_ERRORS) or (
+                            result.is_error and not text.strip()):
+                        failures.append(f"{name}({args!r}): {text[:300]}")
+            # The session is still good after every hostile call.
+            listed = await session.call_tool("list_memories", {})
+            assert not listed.is_error, text_of(listed)
+
+    asyncio.run(main())
+    assert not failures, "\n".join(failures)
+    assert calls == EXAMPLES * len(TOOLS)
