@@ -15,6 +15,7 @@ import anyio
 from conftest import KEY_A
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from mcp.shared.exceptions import MCPError
 from test_mcp import TOOLS, http_session, text_of
 
 T = TypeVar("T")
@@ -40,7 +41,7 @@ hostile: st.SearchStrategy[Any] = st.one_of(
     st.lists(st.text(max_size=5), max_size=3),
     st.recursive(st.text(max_size=3), lambda inner: st.dictionaries(st.text(max_size=3), inner,
                                                                     max_size=2), max_leaves=8),
-    st.builds(_nested, st.sampled_from([2, 9, 50, 300])),
+    st.builds(_nested, st.sampled_from([2, 9, 50, 200])),  # the SDK sends up to ~250
 )
 
 
@@ -100,6 +101,8 @@ def drawn(strategy: st.SearchStrategy[T], count: int) -> list[T]:
     return found
 
 
+# JSON-RPC: parse error, invalid request, invalid params.
+CLIENT_ERRORS = (-32700, -32600, -32602)
 SERVER_ERRORS = ("internal_error", "queue_unavailable", "store_unavailable", "503", "500 ")
 
 
@@ -118,8 +121,16 @@ def test_tool_arguments_never_reach_a_server_error(base_url: str) -> None:
                 for args in drawn(arguments(tools[name].input_schema), EXAMPLES):
                     if name == "delete_all_memories":
                         args.pop("confirm", None)  # never the real confirmation
-                    with anyio.fail_after(90):
-                        result = await session.call_tool(name, args)
+                    try:
+                        with anyio.fail_after(90):
+                            result = await session.call_tool(name, args)
+                    except MCPError as exc:
+                        # The SDK refused the request itself (JSON nested past its parser's
+                        # limit): a client error of the protocol, not a server failure.
+                        calls += 1
+                        if exc.error.code not in CLIENT_ERRORS:
+                            failures.append(f"{name}({args!r}): {exc.error}")
+                        continue
                     calls += 1
                     text = text_of(result)
                     if any(marker in text for marker in SERVER_ERRORS) or (
