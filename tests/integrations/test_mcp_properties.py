@@ -86,6 +86,20 @@ def arguments(schema: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
     )
 
 
+# Known holes (issue 31), besides what hypothesis draws.
+EXPLICIT: dict[str, list[dict[str, Any]]] = {
+    "add_memory": [
+        {"messages": [{"role": "user", "content": "My favourite food is hotpot",
+                       "metadata": _nested(127)}]},
+        {"text": "My favourite food is hotpot", "thread_id": "a/../b"},
+        {"text": "My favourite food is hotpot", "tags": ["\u202eadmin\u200b"]},
+        {"messages": [{"role": "user", "content": "My favourite food is hotpot"},
+                      {"role": "user", "content": "\u200b"}]},
+    ],
+    "job_status": [{"job_id": "00000000-0000-0000-0000-000000000000:lease"}],
+}
+
+
 def drawn(strategy: st.SearchStrategy[T], count: int) -> list[T]:
     """`count` examples of `strategy`, deterministic: hypothesis draws them (generation
     only, no shrinking), and the calls then run over one MCP session."""
@@ -118,7 +132,9 @@ def test_tool_arguments_never_reach_a_server_error(base_url: str) -> None:
             tools = {t.name: t for t in (await session.list_tools()).tools}
             assert set(tools) == TOOLS
             for name in sorted(tools):
-                for args in drawn(arguments(tools[name].input_schema), EXAMPLES):
+                cases = [*EXPLICIT.get(name, []),
+                         *drawn(arguments(tools[name].input_schema), EXAMPLES)]
+                for args in cases:
                     if name == "delete_all_memories":
                         args.pop("confirm", None)  # never the real confirmation
                     try:
@@ -136,10 +152,12 @@ def test_tool_arguments_never_reach_a_server_error(base_url: str) -> None:
                     if any(marker in text for marker in SERVER_ERRORS) or (
                             result.is_error and not text.strip()):
                         failures.append(f"{name}({args!r}): {text[:300]}")
-            # The session is still good after every hostile call.
-            listed = await session.call_tool("list_memories", {})
-            assert not listed.is_error, text_of(listed)
+            # The session, and the user's memories, are still good after every hostile call
+            # (metadata nested 127 deep was accepted, then failed every read of the user).
+            for name, args in (("list_memories", {}), ("search_memories", {"query": "food"})):
+                answer = await session.call_tool(name, args)
+                assert not answer.is_error, text_of(answer)
 
     asyncio.run(main())
     assert not failures, "\n".join(failures)
-    assert calls == EXAMPLES * len(TOOLS)
+    assert calls == EXAMPLES * len(TOOLS) + sum(len(c) for c in EXPLICIT.values())
