@@ -22,7 +22,7 @@ from shared.jobs.names import TaskName, queue_for
 from shared.jobs.shown import arguments_shown, shown
 from shared.memories.writes import MemoryWriter
 from shared.platform.errors import AppError, CommandInvalid, JobRunning, TransientError, field_path
-from shared.platform.logs import get_logger
+from shared.platform.logs import exception_summary, get_logger
 from shared.platform.settings import get_settings
 from shared.records.commands import Command
 from shared.webhooks.events import JobEnd
@@ -53,7 +53,9 @@ def error_body(exc: BaseException) -> dict[str, Any]:
     over = time_limits.as_time_limit(exc)
     if over is not None:
         return over.to_dict()
-    return {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}
+    # An unexpected exception's message may quote the text it failed on: the job record keeps
+    # its type only (its traceback, equally without the text, is in the worker's log).
+    return {"code": "internal_error", "message": exception_summary(exc)}
 
 
 def _origin(task_id: str, kwargs: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api.deps import AdminDep, RequestIdDep, RuntimeDep
 from api.responses import ERROR_RESPONSES
+from api.routers.jobs import job_id_checked
 from shared.index import reindex
 from shared.records.schemas import ErrorBody, IndexStatus, JobAccepted, JobView, ReindexRequest
 
@@ -49,4 +50,4 @@ def get_index(rt: RuntimeDep, operator: AdminDep) -> IndexStatus:
 async def get_operator_job(job_id: str, rt: RuntimeDep, operator: AdminDep) -> JobView:
     """A store-wide job (a re-embedding) started with an operator key. Needs an operator key;
     tenants' jobs are not here (`GET /v1/jobs/{job_id}` with the tenant's key)."""
-    return await run_in_threadpool(rt.jobs.get, job_id, operator)
+    return await run_in_threadpool(rt.jobs.get, job_id_checked(job_id), operator)

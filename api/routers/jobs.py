@@ -3,6 +3,7 @@ one."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, status
@@ -12,10 +13,29 @@ from api.responses import ERROR_RESPONSES
 from api.waits import WaitsDep
 from shared.jobs import failed as failed_jobs
 from shared.jobs import recent as recent_jobs
-from shared.records.schemas import FailedJobPage, Identifier, JobAccepted, JobView, RecentJobPage
+from shared.platform.errors import NotFound
+from shared.records.schemas import (
+    JOB_ID,
+    FailedJobPage,
+    Identifier,
+    JobAccepted,
+    JobView,
+    RecentJobPage,
+)
 from shared.tenancy.limits import check_page
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=ERROR_RESPONSES)
+
+_JOB_ID = re.compile(JOB_ID)
+
+
+def job_id_checked(job_id: str) -> str:
+    """A job id is a UUID; anything else is no job (404, as an unknown id) before it names a
+    Redis key, so an id such as `<id>:lease` cannot reach a key of another kind (and tell
+    that another tenant's job is running)."""
+    if not _JOB_ID.match(job_id):
+        raise NotFound(f"no job {job_id}", field="job_id")
+    return job_id
 
 
 # Before `/jobs/{job_id}`, which would otherwise take `recent` for a job id.
@@ -47,7 +67,7 @@ async def get_job(
     if user_id is not None:
         identifier(user_id, "user_id")
     # Polled while callers wait: read on the event loop, holding no worker thread.
-    return await waits.get(job_id, tenant, user_id)
+    return await waits.get(job_id_checked(job_id), tenant, user_id)
 
 
 @router.get("/jobs", response_model=FailedJobPage)
@@ -74,5 +94,5 @@ def retry_job(job_id: str, rt: RuntimeDep, tenant: TenantDep) -> JobAccepted:
 
     Needs scopes `write` and `admin`. Safe: every write is idempotent.
     """
-    return failed_jobs.retry(rt.redis, rt.celery, tenant, job_id,
+    return failed_jobs.retry(rt.redis, rt.celery, tenant, job_id_checked(job_id),
                              rt.settings.pending_job_ttl_s)

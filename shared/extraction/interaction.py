@@ -39,7 +39,8 @@ def _when(message: Message, fallback: datetime) -> datetime:
 def message_source(cmd: IngestCommand, index: int, job_id: str | None) -> MemorySource:
     """The provenance of message `index` of the interaction."""
     m = cmd.messages[index]
-    return MemorySource(thread_id=cmd.thread_id, message_index=index, role=m.role,
+    return MemorySource(thread_id=cmd.thread_id, message_index=cmd.request_index(index),
+                        role=m.role,
                         metadata=dict(m.metadata or {}), job_id=job_id,
                         at=_when(m, cmd.received_at))
 

@@ -360,7 +360,8 @@ class MemorydStore(BaseStore):
         if op.max_depth is None or op.max_depth >= 3:
             for user in users:
                 projects = yield from self._projects(user)
-                spaces.update((self.root, user, project) for project in projects)
+                spaces.update((self.root, user, project) for project in projects
+                              if _is_element(project))
         matched = [ns for ns in spaces if all(_matches(c, ns) for c in conditions)]
         if op.max_depth is not None:
             matched = list({ns[:op.max_depth] for ns in matched})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from typing import Any, cast
 
 import redis
@@ -71,9 +72,14 @@ def encode_cursor(score: float, seen: list[str]) -> str:
 def decode_cursor(cursor: str) -> tuple[float, list[str]]:
     try:
         data = json.loads(base64.urlsafe_b64decode((cursor + "=" * (-len(cursor) % 4)).encode()))
-        return float(data["v"]), [str(i) for i in data["ids"]]
+        score, seen = float(data["v"]), [str(i) for i in data["ids"]]
     except (ValueError, KeyError, TypeError, binascii.Error) as exc:
         raise InvalidInput("cursor is not one this listing returned", field="cursor") from exc
+    # A listing's scores are times: "nan" (which `float` reads) or an infinity would reach
+    # Redis as a range bound it refuses, answered as a 503 instead of a bad cursor.
+    if not math.isfinite(score):
+        raise InvalidInput("cursor is not one this listing returned", field="cursor")
+    return score, seen
 
 
 def _view(job_id: str, raw: dict[str, str]) -> FailedJob:

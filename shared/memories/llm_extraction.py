@@ -29,7 +29,13 @@ from shared.extraction.redaction import redact
 from shared.llm import ChatClient
 from shared.memories.conflicts import Verdict, conflict_band, in_band, judge
 from shared.memories.reads import visibility
-from shared.memories.writes import MemoryWriter, WriteResult, range_conditions, same_numbers
+from shared.memories.writes import (
+    MemoryWriter,
+    WriteResult,
+    range_conditions,
+    same_numbers,
+    with_dropped,
+)
 from shared.platform import failpoints
 from shared.platform.errors import ExtractorUnavailable
 from shared.records.candidate import Candidate
@@ -101,7 +107,7 @@ class LLMExtraction:
             if self.episodes:
                 self._write_episodes(cmd, job_id, self.writer.embed(
                     [c.content for c in self.episodes]))
-            return self._result([], [])
+            return with_dropped(self._result([], []), cmd)
         when = max(m.created_at or cmd.received_at for m in users)
         aliases = self._similar(cmd.owner, cmd, "\n".join(m.content for m in users))
         # Fault drills stop here, mid-call, so a worker can be killed during the LLM call.
@@ -122,7 +128,7 @@ class LLMExtraction:
             self._write_episodes(cmd, job_id, self.episode_vectors)
         for step in steps:
             self._apply(cmd, step, when, job_id)
-        return self._result(steps, dropped)
+        return with_dropped(self._result(steps, dropped), cmd)
 
     def _write_episodes(self, cmd: IngestCommand, job_id: str,
                         vectors: list[MemoryVector]) -> None:
@@ -202,7 +208,8 @@ class LLMExtraction:
             confidence=op.confidence, thread_id=cmd.thread_id,
             metadata={**(cmd.metadata or {}), "extracted_by": ACTOR},
             kind=MemoryKind.FACT, sources=[message_source(cmd, i, job_id) for i in drawn],
-            episodes=[self.episode_of[i] for i in drawn if i in self.episode_of],
+            episodes=[self.episode_of[cmd.request_index(i)] for i in drawn
+                      if cmd.request_index(i) in self.episode_of],
             sequenced=not cmd.episodes,
         )
 
@@ -268,8 +275,12 @@ _WORDS = re.compile(r"[0-9a-z]{3,}|[\u3400-\u9fff]")
 
 
 def _with_messages(cmd: IngestCommand, messages: list[Message]) -> IngestCommand:
+    """`cmd` with `messages` (one for each of `cmd.messages`) in their places; messages it
+    dropped stay, so provenance keeps counting positions as the request did."""
+    said = iter(messages)
+    full = [next(said) if m.says_something() else m for m in cmd.request.messages]
     return cmd.model_copy(update={"request": cmd.request.model_copy(
-        update={"messages": messages})})
+        update={"messages": full})})
 
 
 def drawn_from(content: str, messages: list[Message]) -> list[int]:

@@ -34,7 +34,7 @@ from shared.records.models import (
     UtcDatetime,
     as_utc,
 )
-from shared.records.schemas import Content, Identifier, SaveRequest, Scoped, Tag
+from shared.records.schemas import Content, Identifier, Metadata, SaveRequest, Scoped, Tag
 from shared.tenancy.limits import check_save
 
 EXPORT_PAGE = 200
@@ -59,7 +59,7 @@ class ImportRecord(Scoped):
     occurred_at: UtcDatetime | None = None
     created_at: UtcDatetime | None = None
     expires_at: UtcDatetime | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: Metadata | None = None
     id: str | None = None
     source: str | None = None
     updated_at: datetime | None = None
@@ -99,6 +99,11 @@ def _documents(body: bytes) -> list[tuple[int, Any]]:
             array = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InvalidInput(f"the body is not a valid JSON array: {exc}", field="body") from exc
+        except RecursionError:
+            # The parser gives up on deep nesting (`"[" * 500000`) with RecursionError, not
+            # JSONDecodeError; no record nests that deep (metadata is bounded far below).
+            raise InvalidInput("the body nests too deeply to be a JSON array of records",
+                               field="body") from None
         if not isinstance(array, list):
             raise InvalidInput("the body must be a JSON array or JSON lines", field="body")
         return [(i + 1, doc) for i, doc in enumerate(array)]
@@ -111,6 +116,9 @@ def _documents(body: bytes) -> list[tuple[int, Any]]:
         except json.JSONDecodeError as exc:
             raise InvalidInput(f"line {number}: not valid JSON: {exc.msg}",
                                field=f"records[{number - 1}]") from exc
+        except RecursionError:
+            raise InvalidInput(f"line {number}: nests too deeply", field=f"records[{number - 1}]"
+                               ) from None
     return documents
 
 

@@ -124,7 +124,7 @@ class MemoryWriter:
         candidates = candidates_for(cmd, job_id=job_id)
         results = self.write(cmd.owner, cmd.scope, cmd.project, candidates, job_id,
                              actor=cmd.actor)
-        return summarize(results, cmd.extract.value, cmd.episodes)
+        return with_dropped(summarize(results, cmd.extract.value, cmd.episodes), cmd)
 
     def save(self, cmd: SaveCommand, job_id: str) -> dict[str, Any]:
         candidate = Candidate(
@@ -745,5 +745,15 @@ def summarize(
     }
 
 
-__all__ = ["MemoryWriter", "WriteResult", "summarize", "Source"]
+def with_dropped(result: dict[str, Any], cmd: IngestCommand) -> dict[str, Any]:
+    """The job result, saying which messages were dropped as empty once normalised
+    (positions in the request), when any was."""
+    dropped = cmd.dropped_messages
+    if dropped:
+        result["dropped_messages"] = [
+            {"index": i, "reason": "empty once normalised"} for i in dropped]
+    return result
+
+
+__all__ = ["MemoryWriter", "WriteResult", "summarize", "with_dropped", "Source"]
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import traceback
 from collections.abc import MutableMapping
+from types import TracebackType
 from typing import Any
 
 import structlog
@@ -45,6 +47,118 @@ def mask_passwords(_logger: Any, _name: str, event: MutableMapping[str, Any]
     return event
 
 
+# Exceptions whose message is shown in logs: they are about the connection or the process,
+# never about a request's text (an OSError names a path or an address), and memoryd's own
+# errors, whose messages are written to name fields, never to quote memory text. Every other
+# exception's message and arguments are withheld: a UnicodeEncodeError, a ValueError or a
+# KeyError raised over a request quotes the text it choked on (issue 31: a lone surrogate
+# logged a memory's content in the exception).
+_SHOWN_MODULES = ("redis.", "kombu.", "amqp.", "celery.exceptions", "billiard.exceptions")
+
+
+def _message_shown(exc: BaseException) -> bool:
+    if isinstance(exc, OSError):
+        return True
+    for cls in type(exc).__mro__:
+        module = cls.__module__ or ""
+        if module == "shared.platform.errors" and cls.__name__ == "AppError":
+            return True
+        if module.startswith(_SHOWN_MODULES) and cls is type(exc):
+            return True
+    return False
+
+
+def _exception_of(exc_info: Any) -> BaseException | None:
+    if isinstance(exc_info, BaseException):
+        return exc_info
+    if isinstance(exc_info, tuple) and len(exc_info) == 3:
+        return exc_info[1] if isinstance(exc_info[1], BaseException) else None
+    if exc_info is True:
+        return sys.exc_info()[1]
+    return None
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and those it was raised from or during, outermost last."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not e for e in chain):
+        chain.append(current)
+        current = current.__cause__ or (None if current.__suppress_context__
+                                        else current.__context__)
+    return chain[::-1]
+
+
+def exception_summary(exc: BaseException) -> str:
+    """`Type: message`, or `Type (message withheld…)` when the message may quote request
+    text: for logs, and for a job's `internal_error`, which the job record keeps."""
+    return _headline(exc)
+
+
+def _headline(exc: BaseException) -> str:
+    name = type(exc).__qualname__
+    module = type(exc).__module__
+    name = name if module in ("builtins", "__main__") else f"{module}.{name}"
+    if _message_shown(exc):
+        return f"{name}: {mask_url_passwords(str(exc))}"
+    return f"{name} (message withheld: it may quote request text)"
+
+
+def safe_traceback(exc: BaseException) -> str:
+    """The traceback of `exc` and its chain, frames as usual, each exception shown by its
+    type (and its message only when `_message_shown`)."""
+    parts: list[str] = []
+    for i, link in enumerate(_chain(exc)):
+        if i:
+            parts.append("\nThe above exception led to the following one:\n\n")
+        tb: TracebackType | None = link.__traceback__
+        if tb is not None:
+            parts.append("Traceback (most recent call last):\n")
+            parts.extend(traceback.format_list(traceback.extract_tb(tb)))
+        parts.append(_headline(link) + "\n")
+    return "".join(parts).rstrip("\n")
+
+
+def _scrub(value: Any, texts: list[str]) -> Any:
+    if isinstance(value, str):
+        for text in texts:
+            if text in value:
+                value = value.replace(text, "<withheld>")
+        return value
+    if isinstance(value, dict):
+        return {k: _scrub(v, texts) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_scrub(v, texts) for v in value)
+    return value
+
+
+def withhold_exception_text(_logger: Any, _name: str, event: MutableMapping[str, Any]
+                            ) -> MutableMapping[str, Any]:
+    """structlog processor: an event's exception logged without its message or arguments.
+
+    `exc_info` becomes `exception`, rendered by `safe_traceback`; where the event's own text
+    quotes the exception (Celery's "Task … raised unexpected: UnicodeEncodeError('utf-8',
+    '<the memory>', …)"), that quotation is replaced by `<withheld>`. Runs before structlog's
+    own `format_exc_info`, which then has nothing left to render.
+    """
+    exc_info = event.pop("exc_info", None)
+    exc = _exception_of(exc_info)
+    if exc is None:
+        return event
+    withheld = [e for e in _chain(exc) if not _message_shown(e)]
+    texts: list[str] = []
+    for e in withheld:
+        for text in (repr(e), str(e), *(a for a in e.args if isinstance(a, str))):
+            if len(text) >= 4 and text not in texts:
+                texts.append(text)
+    texts.sort(key=len, reverse=True)  # the repr before the message it holds
+    for key, value in list(event.items()):
+        if key != "_record":
+            event[key] = _scrub(value, texts)
+    event["exception"] = safe_traceback(exc)
+    return event
+
+
 def configure_logging(level: str = "INFO", json: bool | None = None) -> None:
     global _configured
     if _configured:
@@ -72,6 +186,7 @@ def configure_logging(level: str = "INFO", json: bool | None = None) -> None:
         foreign_pre_chain=shared,
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            withhold_exception_text,
             structlog.processors.format_exc_info,
             mask_passwords,
             renderer,

@@ -70,7 +70,20 @@ class IngestCommand(Command):
 
     @property
     def messages(self) -> list[Message]:
-        return self.request.messages
+        """The messages that say something: one left empty by normalisation (a turn of only
+        a zero-width space) is dropped here, for every extraction mode, and reported in the
+        job result (`dropped_messages`); the request refuses an interaction with none left."""
+        return [m for m in self.request.messages if m.says_something()]
+
+    def request_index(self, position: int) -> int:
+        """Where `messages[position]` stands in the request (provenance names the message as
+        the caller posted it, counting any dropped before it)."""
+        return [i for i, m in enumerate(self.request.messages) if m.says_something()][position]
+
+    @property
+    def dropped_messages(self) -> list[int]:
+        """Positions in the request of the messages `messages` leaves out."""
+        return [i for i, m in enumerate(self.request.messages) if not m.says_something()]
 
     @property
     def metadata(self) -> dict[str, Any] | None:

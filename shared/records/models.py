@@ -78,10 +78,17 @@ def utcnow() -> datetime:
 
 
 def as_utc(value: datetime) -> datetime:
-    """A time without a zone is taken as UTC; every stored time is UTC."""
+    """A time without a zone is taken as UTC; every stored time is UTC.
+
+    `ValueError` (a 422 where it validates input) for a time whose offset takes it out of
+    the years 1-9999 once in UTC, such as `0001-01-01T00:00:00+01:00`.
+    """
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("is outside the years 1 to 9999 once converted to UTC") from None
 
 
 UtcDatetime = Annotated[datetime, AfterValidator(as_utc)]

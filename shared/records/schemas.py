@@ -6,6 +6,7 @@ checked in `shared.tenancy.limits`, so the error names the field either way.
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime
 from enum import StrEnum
@@ -42,6 +43,25 @@ from shared.records.models import (
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 
+# A lone UTF-16 surrogate: JSON may spell one (`"\\ud800"`), and it then reaches Python as a
+# str that cannot be encoded as UTF-8 (the embedder, Qdrant, Redis and the logs all need
+# UTF-8). A valid pair is already joined into one code point by the JSON parser, so any
+# surrogate left in a str is lone.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# Invisible in an identifier, or reordering how it reads: the bidi controls (U+061C,
+# U+200E-U+200F, U+202A-U+202E, U+2066-U+2069), zero-width and other invisible characters
+# (U+00AD, U+034F, U+115F-U+1160, U+17B4-U+17B5, U+180B-U+180F, U+200B-U+200D,
+# U+2060-U+2064, U+3164, U+FEFF, U+FFA0), and the lone surrogates. (Variation selectors
+# stay: emoji in a tag carry them.) Two ids
+# that print alike must be the same id: `"\\u202eadmin\\u200b"` must not pass for `admin`.
+_INVISIBLE_ID = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u2064\u2066-\u2069\u3164\ufeff\uffa0\ud800-\udfff]")
+# A `.` or `..` path segment: an id may hold `/`, but must never read as a relative path
+# once an adapter puts it into a URL or a namespace (`a/../b`).
+_DOT_SEGMENT = re.compile(r"(^|[/\\])\.{1,2}([/\\]|$)")
+
+
 def _says_something(value: str) -> str:
     if not value.strip():
         raise ValueError("must not be empty or whitespace only")
@@ -52,6 +72,8 @@ def _not_blank(value: str) -> str:
     _says_something(value)
     if _CONTROL.search(value):
         raise ValueError("must not contain control characters")
+    if _SURROGATE.search(value):
+        raise ValueError("must not contain a lone surrogate (text must be valid Unicode)")
     return value
 
 
@@ -59,6 +81,10 @@ def _identifier(value: str) -> str:
     _not_blank(value)
     if any(c in value for c in "\t\n\r"):
         raise ValueError("must be a single line")
+    if _INVISIBLE_ID.search(value):
+        raise ValueError("must not contain invisible or bidirectional control characters")
+    if _DOT_SEGMENT.search(value):
+        raise ValueError("must not contain a '.' or '..' path segment")
     return value
 
 
@@ -66,7 +92,10 @@ def _identifier(value: str) -> str:
 # characters (U+200B-U+200D, U+2060, U+FEFF): invisible, and real transcripts carry them.
 # One regex scan, replacing only where one occurs: `str.translate` with a table looks up
 # every character, holding the interpreter lock in the gateway and again in the worker.
-_INVISIBLE = re.compile("[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f\u200b-\u200d\u2060\ufeff]")
+# Lone surrogates (see `_SURROGATE`) are dropped too: they are no text, and a str holding one
+# cannot be encoded for the embedder or the store.
+_INVISIBLE = re.compile(
+    "[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f\u200b-\u200d\u2060\ufeff\ud800-\udfff]")
 
 
 def normalize_text(value: Any) -> Any:
@@ -84,6 +113,63 @@ Text = Annotated[str, AfterValidator(_not_blank)]
 # Message and memory content: normalised first (which leaves no control character to
 # refuse), then it must still say something.
 Content = Annotated[str, BeforeValidator(normalize_text), AfterValidator(_says_something)]
+# A message of an interaction: normalised, and may be left empty by it (a transcript turn of
+# only a zero-width space). Such a message is dropped, not refused (`IngestCommand.messages`);
+# the interaction is refused only when no message is left (`InteractionRequest`).
+MessageContent = Annotated[str, BeforeValidator(normalize_text)]
+
+# Free-form metadata, bounded where it enters (a save, an interaction and each of its
+# messages, an import line): nested at most METADATA_MAX_DEPTH containers deep, at most
+# METADATA_MAX_ITEMS keys and list items in all, at most METADATA_MAX_BYTES as JSON, and
+# valid Unicode throughout. Unbounded nesting passed the gateway and then failed the
+# store's payload decoding for that user's every read and for erasure (issue 31).
+METADATA_MAX_DEPTH = 8
+METADATA_MAX_ITEMS = 512
+METADATA_MAX_BYTES = 16 * 1024
+
+
+def _bounded_metadata(value: Any) -> Any:
+    """Walks the value without recursion, so no nesting can exhaust the stack; refuses it
+    (`ValueError`, a 422 naming the field) at the first bound it passes."""
+    if not isinstance(value, dict):
+        return value  # pydantic refuses what is not an object, or passes None
+    items = 0
+    size = 2
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            if depth > METADATA_MAX_DEPTH:
+                raise ValueError(f"nests deeper than {METADATA_MAX_DEPTH} levels")
+            items += len(node)
+            if items > METADATA_MAX_ITEMS:
+                raise ValueError(f"has more than {METADATA_MAX_ITEMS} keys and items in all")
+            children = list(node.values()) if isinstance(node, dict) else node
+            for key in node if isinstance(node, dict) else ():
+                if not isinstance(key, str):
+                    raise ValueError("keys must be strings")
+                stack.append((key, depth))
+            stack.extend((child, depth + 1) for child in children)
+            size += 2 + len(node)
+        elif isinstance(node, str):
+            if _SURROGATE.search(node):
+                raise ValueError("must not contain a lone surrogate (text must be valid "
+                                 "Unicode)")
+            size += len(node.encode("utf-8")) + 2
+        elif isinstance(node, float) and not math.isfinite(node):
+            raise ValueError("numbers must be finite")  # Python's JSON reads NaN, Infinity
+        else:
+            size += 8
+        if size > METADATA_MAX_BYTES:
+            raise ValueError(f"is over {METADATA_MAX_BYTES} bytes")
+    return value
+
+
+Metadata = Annotated[
+    dict[str, Any], BeforeValidator(_bounded_metadata),
+    Field(description=f"free-form JSON object: at most {METADATA_MAX_DEPTH} levels deep, "
+                      f"{METADATA_MAX_ITEMS} keys and items, {METADATA_MAX_BYTES} bytes"),
+]
 # RFC 3339 date-times only (a missing zone means UTC): pydantic alone would also take
 # numbers (Unix seconds) and bare dates, which the OpenAPI description does not allow.
 ISO_DATETIME = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?"
@@ -134,21 +220,33 @@ class Scoped(Strict):
 
 class Message(Strict):
     role: Role
-    content: Content
+    content: MessageContent = Field(description="normalised (control and zero-width "
+                                    "characters dropped); a message left empty is dropped")
     created_at: WireDatetime | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: Metadata | None = None
+
+    def says_something(self) -> bool:
+        return bool(self.content.strip())
 
 
 class InteractionRequest(Scoped):
     user_id: Identifier
     thread_id: Identifier | None = None
     messages: list[Message] = Field(min_length=1)
-    metadata: dict[str, Any] | None = None
+    metadata: Metadata | None = None
     idempotency_key: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     extract: ExtractMode | None = None
     store_roles: list[Role] = Field(default_factory=lambda: [Role.USER], min_length=1)
     backfill: bool = Field(False, description="bulk work, such as replaying a history: runs on "
                            "the bulk queue, after saves and ordinary interactions")
+
+    @model_validator(mode="after")
+    def _something_left(self) -> InteractionRequest:
+        # A message empty once normalised is dropped (the job result lists it); only an
+        # interaction with nothing left is refused.
+        if not any(m.says_something() for m in self.messages):
+            raise ValueError("messages: every message is empty once normalised")
+        return self
 
 
 class SaveRequest(Scoped):
@@ -160,7 +258,7 @@ class SaveRequest(Scoped):
     tags: list[Tag] = Field(default_factory=list)
     importance: int = Field(5, ge=1, le=10)
     occurred_at: WireDatetime | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: Metadata | None = None
     expires_at: WireDatetime | None = Field(
         None, description="after this time the memory is never returned, then purged"
     )

@@ -35,8 +35,9 @@ def assert_unchanged(api: httpx.Client, user: str, memory: dict[str, Any]) -> No
 CASES: list[tuple[str, str, dict[str, Any], int, str, str | None]] = [
     ("interaction without messages", "/v1/interactions", {"messages": []}, 422,
      "invalid_input", "messages"),
+    # A message empty once normalised is dropped; an interaction with none left is refused.
     ("empty content", "/v1/interactions", {"messages": [message("   ")]}, 422,
-     "invalid_input", "messages[0].content"),
+     "invalid_input", "messages"),
     ("unknown role", "/v1/interactions", {"messages": [message(role="robot")]}, 422,
      "invalid_input", "messages[0].role"),
     ("unknown field", "/v1/interactions", {"messages": [message()], "colour": "red"}, 422,

@@ -320,3 +320,23 @@ def test_without_langgraph_the_import_names_the_extra() -> None:
                           cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, timeout=120)
     assert done.returncode != 0
     assert "ImportError" in done.stderr and "pip install 'memoryd[langgraph]'" in done.stderr
+
+
+def test_path_like_ids_are_never_namespaces(store: MemorydStore, api: Any) -> None:
+    """`a/../b` was a user id the REST API stored and `list_namespaces` then listed; ids now
+    refuse dot segments and invisible characters, and the store lists only the users and
+    projects it can address again."""
+    base = _user()
+    for bad in (f"{base}/../b", "..", f"{base}\u202e\u200b"):
+        response = api.post("/v1/memories", json={"user_id": bad, "content": "I like tea"})
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["field"] == "user_id"
+    # Still a valid REST id, but not one a namespace element may spell: not listed.
+    dotted = f"{base}.v2"
+    saved = api.post("/v1/memories", params={"wait": 20},
+                     json={"user_id": dotted, "content": "I like tea", "project": "p.1"})
+    assert saved.status_code == 201, saved.text
+    listed = store.list_namespaces(limit=1000)
+    assert all(".." not in element and "\u202e" not in element
+               for namespace in listed for element in namespace)
+    assert not [ns for ns in listed if any(base in element for element in ns)], listed

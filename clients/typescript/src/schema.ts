@@ -1168,7 +1168,10 @@ export interface components {
         /** Message */
         Message: {
             role: components["schemas"]["Role"];
-            /** Content */
+            /**
+             * Content
+             * @description normalised (control and zero-width characters dropped); a message left empty is dropped
+             */
             content: string;
             /** Created At */
             created_at?: string | null;
