@@ -275,6 +275,9 @@ def chat_block(data: Report) -> list[str]:
     argv = [*_eval_argv(data), "--protocol", "chat", "--embedder", str(data["embedder"])]
     if data.get("name", data["dataset"]) != data["dataset"]:
         argv += ["--name", str(data["name"])]
+    other = data["overall"].get("other_user_empty")
+    if other is not None:
+        argv += ["--calibration"]
     git = data.get("git") or {}
     commit = str(git.get("commit") or "unknown")[:12] + (" with changes" if git.get("dirty")
                                                          else "")
@@ -294,6 +297,9 @@ def chat_block(data: Report) -> list[str]:
     rows.append(row("overall", data["overall"]))
     lines += ["", *_table(("category", "questions", "evidence in block", "empty blocks",
                            "evidence in search top 5", "block tokens mean / p95"), rows)]
+    if other is not None:
+        lines += ["", "Asked of another user of the set, who has none of its memories, a "
+                  f"question got an empty block {_figure(other)} of the time."]
     ing, lat = data["ingest"], data["latency"]
     ratio = (float(lat["context"]["p95_ms"]) / float(lat["search"]["p95_ms"])
              if lat["search"].get("p95_ms") else None)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -162,6 +162,9 @@ class ChatAnswer:
     context_ms: float
     search_evidence: bool  # /v1/search at its defaults returned an evidence memory
     search_ms: float
+    # With --calibration: the same question asked of another user of the set (who has none
+    # of its memories) got an empty block; None when not asked.
+    other_empty: bool | None = None
 
 
 def ask(client: httpx.Client, question: ds.Question, key_field: str, context_first: bool
@@ -197,12 +200,27 @@ def ask(client: httpx.Client, question: ds.Question, key_field: str, context_fir
     )
 
 
-def ask_all(base_url: str, questions: Sequence[ds.Question], key_field: str
-            ) -> list[ChatAnswer]:
+def other_block_empty(client: httpx.Client, question: ds.Question, other: str) -> bool:
+    """Whether `other`, a user who has none of the question's memories, gets no block."""
+    response = client.post("/v1/context", json={"user_id": other, "query": question.query})
+    return not (check(response, f"context {question.qid} of {other}").get("items") or [])
+
+
+def ask_all(base_url: str, questions: Sequence[ds.Question], key_field: str,
+            other_of: Callable[[str], str | None] | None = None) -> list[ChatAnswer]:
+    """Each question at its defaults; with `other_of` (--calibration) also of the user it
+    names, untimed."""
     with api_client(base_url) as client:
         if questions:  # untimed warm-up: first-use costs of both routes
             ask(client, questions[0], key_field, True)
-        return [ask(client, q, key_field, i % 2 == 0) for i, q in enumerate(questions)]
+        answers = []
+        for i, q in enumerate(questions):
+            answer = ask(client, q, key_field, i % 2 == 0)
+            other = other_of(q.user_id) if other_of is not None else None
+            if other is not None:
+                answer = replace(answer, other_empty=other_block_empty(client, q, other))
+            answers.append(answer)
+        return answers
 
 
 @dataclass
@@ -215,10 +233,13 @@ class ChatFigures:
     search_evidence: float
     tokens_mean: float
     tokens_p95: float
+    # --calibration: the share of questions asked of another user that got an empty block.
+    other_user_empty: float | None = None
 
     @classmethod
     def of(cls, answers: Sequence[ChatAnswer]) -> ChatFigures:
         tokens = [float(a.tokens) for a in answers]
+        others = [float(a.other_empty) for a in answers if a.other_empty is not None]
         return cls(
             count=len(answers),
             evidence_in_block=round(mx.mean([float(a.evidence) for a in answers]), 4),
@@ -226,6 +247,7 @@ class ChatFigures:
             search_evidence=round(mx.mean([float(a.search_evidence) for a in answers]), 4),
             tokens_mean=round(mx.mean(tokens), 1),
             tokens_p95=round(mx.percentile(tokens, 95), 1),
+            other_user_empty=round(mx.mean(others), 4) if others else None,
         )
 
 

@@ -178,3 +178,6 @@ def render_chat(report: ChatReport, console: Console) -> None:
         f"latency (client-side, defaults): /v1/context mean {lat['context']['mean_ms']:.1f} "
         f"ms, p95 {lat['context']['p95_ms']:.1f} ms; /v1/search mean "
         f"{lat['search']['mean_ms']:.1f} ms, p95 {lat['search']['p95_ms']:.1f} ms")
+    if report.overall.other_user_empty is not None:
+        console.print("calibration: the same questions asked of another user of the set got "
+                      f"an empty block {report.overall.other_user_empty:.3f} of the time")

@@ -382,7 +382,10 @@ def run_chat(
                                    settings.max_messages, settings.worker_concurrency)
         say(f"ingested in {outcome.seconds:.1f} s; {outcome.memories} memories stored")
         say(f"asking {len(questions)} questions of /v1/context and /v1/search")
-        answers = chat.ask_all(base_url, questions, key_field)
+        users = [d.user_id for d in dialogues]
+        answers = chat.ask_all(base_url, questions, key_field,
+                               (lambda u: other_user(users, u)) if options.calibration
+                               else None)
         used = {k: v for k, v in settings.model_dump(mode="json").items()
                 if k.startswith(("search_", "context_", "extract")) or k in STACK_SETTINGS}
         embedder = settings.embedder
