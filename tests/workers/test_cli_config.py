@@ -169,8 +169,9 @@ def _pty_run(args: list[str], env: dict[str, str], until: str, timeout_s: float 
     values = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
     values["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     values.update(env)
-    proc = subprocess.Popen([sys.executable, "-m", "workers.cli", *args], stdin=subprocess.DEVNULL,
-                            stdout=slave, stderr=slave, env=values, close_fds=True)
+    proc = subprocess.Popen([sys.executable, "-m", "workers.cli", *args],
+                            stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, env=values,
+                            close_fds=True)
     os.close(slave)
     text = ""
     deadline = time.monotonic() + timeout_s

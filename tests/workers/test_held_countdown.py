@@ -50,8 +50,8 @@ def test_a_held_countdown_is_named_by_status_and_at_stop(redis_server: str,
             env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
             env.update(PYTHONPATH=str(ROOT), MEMORYD_URL=base, MEMORYD_API_KEY=KEY_A,
                        COLUMNS="100")
-            status = subprocess.run([sys.executable, "-m", "workers.cli", "status"], env=env,
-                                    capture_output=True, text=True, timeout=120)
+            status = subprocess.run([sys.executable, "-m", "workers.cli", "status"],
+                                    env=env, capture_output=True, text=True, timeout=120)
             assert status.returncode == 0, status.stdout + status.stderr
             rows = {line.split("│")[1].strip(): line.split("│")[2].strip()
                     for line in status.stdout.splitlines() if line.count("│") >= 3}
