@@ -114,6 +114,10 @@ def hostile_block(data: Report) -> list[str]:
     """`python -m ops.bench.hostile`: the worst shape and CPU time of every pass."""
     argv = ["python", "-m", "ops.bench.hostile", "--repeats", str(data["repeats"]),
             "--max-bytes", str(data["max_message_bytes"])]
+    if "embed_repeats" in data:
+        argv += ["--embed-repeats", str(data["embed_repeats"])]
+        if isinstance(data.get("embed_shapes"), list):
+            argv += ["--embed-shapes", ",".join(data["embed_shapes"])]
     rows = [(name, str(worst["shape"]), float(worst["cpu_ms"]))
             for name, worst in data["worst"].items()]
     baseline = data.get("embed_baseline", {}).get("cpu_ms")
@@ -455,7 +459,8 @@ SECTIONS = (
         "Hostile text",
         "The least CPU time of each per-text pass on one message of the maximum size, for the "
         "worst shape of the hostile corpus (`ops/bench/hostile_corpus.py`): what one crafted "
-        "message can cost a worker.",
+        "message can cost a worker. And the embedder's, as a search's query and as a saved "
+        "memory, against an ordinary English message of the same size.",
         "`python -m ops.bench.hostile` saves it",
         _one("hostile.json", hostile_block)),
     Section(

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from shared.embeddings.base import Embedder, FloatArray, l2_normalize
 from shared.embeddings.lengths import (
     CHARACTER_SCRIPTS,
+    LONG_WORD_CHARS,
     LONG_WORD_CHARS_PER_TOKEN,
     MAX_TOKENS_PER_CHAR,
     WORD_TOKENS,
@@ -113,10 +114,19 @@ def _cut(text: str, begin: int, end: int) -> list[tuple[int, int, float]]:
     size = 0.0
     last = begin
     for unit in _UNIT.finditer(text, begin, end):
-        for at in range(unit.start(), unit.end(), _CHUNK_CHARS):
-            stop = min(at + _CHUNK_CHARS, unit.end())
-            word = text[at:stop]
-            weight = 1.0 if len(word) == 1 and _CJK.match(word) else word_tokens(word)
+        unit_begin, unit_end = unit.span()
+        if unit_end - unit_begin <= LONG_WORD_CHARS:  # an ordinary word: one step, no slice
+            weight = (1.0 if unit_end - unit_begin == 1 and _CJK.match(text, unit_begin)
+                      else WORD_TOKENS)
+            if size and size + weight > PART_TOKENS:
+                runs.append((start, unit_begin, size))
+                start, size = unit_begin, 0.0
+            size += weight
+            last = unit_end
+            continue
+        for at in range(unit_begin, unit_end, _CHUNK_CHARS):
+            stop = min(at + _CHUNK_CHARS, unit_end)
+            weight = word_tokens(text[at:stop])
             if size and size + weight > PART_TOKENS:
                 runs.append((start, at, size))
                 start, size = at, 0.0
