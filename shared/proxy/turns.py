@@ -16,6 +16,7 @@ from celery import Celery
 
 from shared.jobs.enqueue import submit
 from shared.jobs.job_store import JobStore
+from shared.jobs.lanes import Lanes
 from shared.jobs.names import TaskName
 from shared.memories import context
 from shared.memories.reads import ReadPath
@@ -90,7 +91,8 @@ class Turn:
 
 
 def remember_turn(jobs: JobStore, celery: Celery, settings: Settings, turn: Turn,
-                  request_id: str | None, received_at: datetime) -> JobAccepted | None:
+                  request_id: str | None, received_at: datetime,
+                  lanes: Lanes | None = None) -> JobAccepted | None:
     """Enqueue the turn as an interaction (the user's message, then the answer when there
     is one); None when a retry of the same request was answered differently (its first
     answer is the one stored). Raises what `submit` raises, and PayloadTooLarge beyond
@@ -106,6 +108,6 @@ def remember_turn(jobs: JobStore, celery: Celery, settings: Settings, turn: Turn
     command = IngestCommand(tenant_id=turn.tenant, user_id=turn.user, request_id=request_id,
                             received_at=received_at, request=req, extract=turn.mode)
     try:
-        return submit(jobs, celery, task_for(turn.mode), command, turn.key)
+        return submit(jobs, celery, task_for(turn.mode), command, turn.key, lanes)
     except IdempotencyConflict:
         return None
