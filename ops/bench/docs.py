@@ -150,17 +150,31 @@ def fairness_block(data: Report) -> list[str]:
             "--turns", str(data["turns"]), "--sentences", str(data["sentences"]),
             "--saves", str(data["saves"])]
     conditions = [("idle", data["idle"]),
-                  (f"{data['backfill']} backfill interactions queued", data["under_backfill"])]
+                  (f"{data['backfill']} backfill interactions queued", data.get("under_backfill"))]
     if "behind_unmarked" in data:
         behind = data["behind_unmarked"]
         argv += ["--unmarked", str(behind["unmarked"])]
         conditions.append((f"{behind['unmarked']} unmarked interactions queued", behind))
+    if "under_backfill" not in data:
+        conditions = [c for c in conditions if c[1] is not None]
     rows = [(label, str(s["n"]), _ms(s["p50_ms"]), _ms(s["mean_ms"]), _ms(s["max_ms"]))
             for label, s in conditions]
-    return [_command(argv), "", _machine(data.get("machine")), "",
+    verdicts = []
+    if "ratio_p50" in data:
+        verdicts.append(f"p50 under the backfill / idle: {data['ratio_p50']:g} "
+                        f"(goal {'met' if data['goal_met'] else 'NOT met'}).")
+    if "ratio_unmarked_p50" in data:
+        verdicts.append(f"p50 behind the unmarked interactions / idle: "
+                        f"{data['ratio_unmarked_p50']:g} "
+                        f"(goal {'met' if data['goal_unmarked_met'] else 'NOT met'}).")
+    machine = data.get("machine")
+    load = ""
+    if machine and "load_1m_at_start" in machine:
+        load = (f" Load average (1 min) {machine['load_1m_at_start']:g} at the start, "
+                f"{machine.get('load_1m_at_end', 0):g} at the end.")
+    return [_command(argv), "", _machine(machine) + load, "",
             *_table(("condition", "saves", "p50 ms", "mean ms", "max ms"), rows), "",
-            f"p50 under the backfill / idle: {data['ratio_p50']:g} "
-            f"(goal {'met' if data['goal_met'] else 'NOT met'})."]
+            *verdicts]
 
 
 def proxy_block(data: Report) -> list[str]:
