@@ -21,6 +21,7 @@ from shared.index.write_fence import WriteFence
 from shared.jobs.celery_app import configure as configure_celery
 from shared.jobs.celery_app import create_app as create_celery_app
 from shared.jobs.job_store import JobStore
+from shared.jobs.lanes import Lanes, Shares
 from shared.llm import ChatClient, make_chat_client, make_judge_client
 from shared.memories.erasure import Erasure
 from shared.memories.reads import ReadPath
@@ -58,6 +59,12 @@ class Runtime:
     @cached_property
     def jobs(self) -> JobStore:
         return JobStore(self.redis, self.settings.job_ttl_s, self.settings.pending_job_ttl_s)
+
+    @cached_property
+    def lanes(self) -> Lanes:
+        s = self.settings
+        return Lanes(self.redis, Shares(s.tenant_write_share, s.user_write_share,
+                                        s.pending_job_ttl_s))
 
     @cached_property
     def fence(self) -> WriteFence:

@@ -49,4 +49,5 @@ async def post_interaction(
     task = TaskName.EXTRACT_LLM if mode is ExtractMode.LLM else TaskName.INGEST
     # One worker-thread hop for the Redis calls; an `async def` route also keeps FastAPI from
     # validating the response in yet another thread (as the search route does).
-    return await run_in_threadpool(submit, rt.jobs, rt.celery, task, command, req.idempotency_key)
+    return await run_in_threadpool(submit, rt.jobs, rt.celery, task, command,
+                                  req.idempotency_key, rt.lanes)

@@ -86,7 +86,8 @@ async def save_memory(
     command = SaveCommand(tenant_id=tenant, user_id=req.user_id, request_id=request_id,
                           received_at=utcnow(), request=req, source=Source.EXPLICIT,
                           actor=actor)
-    accepted = await run_in_threadpool(submit, rt.jobs, rt.celery, TaskName.SAVE, command)
+    accepted = await run_in_threadpool(submit, rt.jobs, rt.celery, TaskName.SAVE, command,
+                                       lanes=rt.lanes)
     result = await _finish(waits, principal, accepted, wait)
     if result is None:
         return _accepted(accepted)
@@ -150,7 +151,8 @@ async def patch_memory(
         tenant_id=tenant, user_id=user_id, request_id=request_id, received_at=utcnow(),
         memory_id=memory_id, changes=req, actor=actor,
     )
-    accepted = await run_in_threadpool(submit, rt.jobs, rt.celery, TaskName.UPDATE, command)
+    accepted = await run_in_threadpool(submit, rt.jobs, rt.celery, TaskName.UPDATE, command,
+                                         lanes=rt.lanes)
     result = await _finish(waits, principal, accepted, wait)
     return _accepted(accepted) if result is None else JSONResponse(result, status_code=200)
 
@@ -170,7 +172,8 @@ async def delete_memory(
         tenant_id=tenant, user_id=user_id, request_id=request_id, received_at=utcnow(),
         memory_id=memory_id, actor=actor,
     )
-    accepted = await run_in_threadpool(submit, rt.jobs, rt.celery, TaskName.DELETE, command)
+    accepted = await run_in_threadpool(submit, rt.jobs, rt.celery, TaskName.DELETE, command,
+                                         lanes=rt.lanes)
     result = await _finish(waits, principal, accepted, wait)
     return _accepted(accepted) if result is None else JSONResponse(result, status_code=200)
 

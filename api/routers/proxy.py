@@ -43,7 +43,7 @@ def _store_after(rt: Runtime, turn: Turn, request_id: str | None, answer: str) -
     try:
         accepted = remember_turn(rt.jobs, rt.celery, rt.settings,
                                  replace(turn, answer=answer),
-                                 request_id, utcnow())
+                                 request_id, utcnow(), rt.lanes)
     except AppError as exc:
         log.warning("proxy_turn_not_stored", user_id=turn.user, code=exc.code,
                     reason=exc.message)

@@ -9,7 +9,8 @@ from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
 from shared.jobs.job_store import JobStore
-from shared.jobs.names import TaskName
+from shared.jobs.lanes import Lanes
+from shared.jobs.names import SHARED_WRITES, QueueName, TaskName, queue_for
 from shared.jobs.send import send
 from shared.platform.errors import IdempotencyConflict, QueueUnavailable
 from shared.records.commands import Command
@@ -24,6 +25,7 @@ def submit(
     task: TaskName,
     command: Command,
     idempotency_key: str | None = None,
+    lanes: Lanes | None = None,
 ) -> JobAccepted:
     """Enqueue once per idempotency key of one user and one operation (the task).
 
@@ -31,6 +33,10 @@ def submit(
     time): the same key with the same request gets the first job back, in its current
     status; with another request it is refused (409 `idempotency_conflict`), so a reused
     key never silently drops a turn. Without a key every call is a new job.
+
+    With `lanes`, a write bound for the memory queue takes a place in its tenant's and
+    user's share of it, or overflows to the bulk queue when that share is full
+    (shared/jobs/lanes.py): one tenant's flood never holds every memory-queue thread.
     """
     tenant = command.tenant_id
     digest = ""
@@ -51,8 +57,13 @@ def submit(
             return JobAccepted(job_id=job_id, status=jobs.get(job_id, tenant).status)
     except RedisError as exc:
         raise QueueUnavailable(f"the queue is unreachable: {exc}") from exc
+    kwargs = {"command": command.model_dump(mode="json")}
     try:
-        send(celery, task, {"command": command.model_dump(mode="json")}, job_id)
+        if (lanes is not None and task in SHARED_WRITES
+                and queue_for(task, kwargs) is QueueName.MEMORY
+                and not lanes.admit(job_id, tenant, command.user_id)):
+            kwargs["command"]["overflow"] = True
+        send(celery, task, kwargs, job_id)
     except (OperationalError, RedisError, OSError) as exc:
         try:
             jobs.discard(job_id)

@@ -52,13 +52,22 @@ QUEUE_OF: dict[TaskName, QueueName] = {
 }
 
 
+# Writes that take a place in their owner's share of the memory queue at enqueue
+# (shared/jobs/lanes.py). A forget is not among them: it is rare, bounded, and erasure's
+# clock starts with it.
+SHARED_WRITES = frozenset({TaskName.INGEST, TaskName.SAVE, TaskName.UPDATE, TaskName.DELETE})
+
+
 def queue_for(task: TaskName, kwargs: Mapping[str, Any]) -> QueueName:
     """Where a task's message goes: its task's queue, or the bulk queue for a command the
-    client marked as backfill (`"backfill": true` on an interaction)."""
+    client marked as backfill (`"backfill": true` on an interaction) or one that overflowed
+    its owner's share of the memory queue at enqueue (`"overflow": true`, set by
+    `shared.jobs.enqueue.submit`). Retries and recovery call this too, so a job keeps its
+    queue."""
     command = kwargs.get("command")
     if isinstance(command, Mapping):
         request = command.get("request")
         marked = request.get("backfill") if isinstance(request, Mapping) else None
-        if command.get("backfill") is True or marked is True:
+        if command.get("backfill") is True or marked is True or command.get("overflow") is True:
             return QueueName.BULK
     return QUEUE_OF[task]

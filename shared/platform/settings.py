@@ -276,6 +276,13 @@ class Settings(BaseSettings):
     # Embedded mode: threads on the bulk queue (imports, backfill interactions, re-embedding),
     # apart from the threads that run saves, edits, forgets and ordinary interactions.
     bulk_worker_concurrency: int = Field(1, ge=1, le=64)
+    # Fair shares of the memory queue (shared/jobs/lanes.py): the writes (saves, edits,
+    # deletions, interactions) one tenant, and one user, may hold there at once, queued or
+    # running; beyond that they run on the bulk queue's workers, unmarked. Keep the tenant
+    # share below the memory queue's threads (`worker_concurrency` times the workers on
+    # it), so another tenant's write always finds one free.
+    tenant_write_share: int = Field(2, ge=1, le=10_000)
+    user_write_share: int = Field(1, ge=1, le=10_000)
 
     # Webhooks (shared/webhooks/): deliveries run on the `webhooks` queue, each attempt
     # within a short connect and read timeout, retried with exponential backoff

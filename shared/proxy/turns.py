@@ -17,6 +17,7 @@ from celery import Celery
 from shared.extraction.interaction import EPISODE_ROLES
 from shared.jobs.enqueue import submit
 from shared.jobs.job_store import JobStore
+from shared.jobs.lanes import Lanes
 from shared.jobs.names import TaskName
 from shared.memories import context
 from shared.memories.reads import ReadPath
@@ -91,7 +92,8 @@ class Turn:
 
 
 def remember_turn(jobs: JobStore, celery: Celery, settings: Settings, turn: Turn,
-                  request_id: str | None, received_at: datetime) -> JobAccepted | None:
+                  request_id: str | None, received_at: datetime,
+                  lanes: Lanes | None = None) -> JobAccepted | None:
     """Enqueue the turn as an interaction (the user's message, then the answer when there
     is one); None when a retry of the same request was answered differently (its first
     answer is the one stored). Raises what `submit` raises, and PayloadTooLarge beyond
@@ -108,6 +110,6 @@ def remember_turn(jobs: JobStore, celery: Celery, settings: Settings, turn: Turn
                             received_at=received_at, request=req, extract=turn.mode,
                             episodes=True)
     try:
-        return submit(jobs, celery, task_for(turn.mode), command, turn.key)
+        return submit(jobs, celery, task_for(turn.mode), command, turn.key, lanes)
     except IdempotencyConflict:
         return None
