@@ -214,18 +214,16 @@ def _from_sentence(sentence: str) -> list[RuleCandidate]:
 def _before_request(body: str, first: re.Match[str]) -> str | None:
     """`body` up to the first clause after its first that asks the assistant for
     something (`p.REQUEST_CLAUSE`) or asks a question (`p.QUESTION`: "周末去哪玩好"), or
-    None when no later clause does. One pass over the
-    clause boundaries; each clause is read once."""
+    None when no later clause does. One pass over the clause boundaries; each clause is
+    read once."""
     split: re.Match[str] | None = first
     while split is not None:
-        rest = body[split.end():]
-        following = p.CLAUSE_SPLIT.search(rest)
-        clause = _clean(rest if following is None else rest[: following.start()])
+        following = p.CLAUSE_SPLIT.search(body, split.end())
+        clause = _clean(body[split.end(): len(body) if following is None else following.start()])
         if clause and (p.REQUEST_CLAUSE.match(clause) or p.QUESTION.search(clause)):
             stated = _strip_end(body[: split.start()])
             return stated or None
-        split = None if following is None else p.CLAUSE_SPLIT.search(body, split.end()
-                                                                      + following.start())
+        split = following
     return None
 
 

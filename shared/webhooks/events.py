@@ -61,7 +61,8 @@ def changes_of(result: dict[str, Any]) -> Changes:
     if "deleted" in result and not any(g in result for g in ("memories", "applied")):
         ids = result.get("ids")
         if isinstance(ids, list):
-            for memory_id in ids:
+            # A forgotten episode's facts drawn only from it are forgotten with it.
+            for memory_id in [*ids, *(result.get("facts_forgotten") or [])]:
                 changes.note("deleted", memory_id)
         elif isinstance(result.get("deleted"), int):
             changes.deleted_count = int(result["deleted"])
