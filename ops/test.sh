@@ -34,8 +34,11 @@ if command -v npm >/dev/null && [ ! -x clients/typescript/node_modules/.bin/tsc 
 fi
 
 .venv/bin/ruff check .
+# mypy and lint-imports find modules by walking directories: build/src/memoryd is the
+# installed layout (shared/ as memoryd, api/ and workers/ inside it) made of links.
+.venv/bin/python ops/package_tree.py
 .venv/bin/mypy
-.venv/bin/lint-imports
+PYTHONPATH=build/src .venv/bin/lint-imports
 # Two test processes (pytest-xdist), whole files to each: most tests wait on a stack, a
 # worker or a subprocess, so two overlap well on two cores. MEMORYD_TEST_PROCESSES=0 runs
 # everything in this process.

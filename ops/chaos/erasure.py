@@ -239,8 +239,8 @@ def forgotten_text_erased(work: Path, n: int, bound_s: float = 0.0,
                 raise ScenarioFailed(f"forget answered {forgot.status_code}: {forgot.text}")
             if operator:
                 erase = subprocess.run(
-                    [sys.executable, "-m", "workers.cli", "erase", "--wait", "120"], cwd=ROOT,
-                    env=clean_env(redis_url=stack.settings["redis_url"], data_dir=data),
+                    [sys.executable, "-m", "workers.cli", "erase", "--wait", "120"],
+                    cwd=ROOT, env=clean_env(redis_url=stack.settings["redis_url"], data_dir=data),
                     capture_output=True, text=True, timeout=180)
                 if erase.returncode != 0:
                     raise ScenarioFailed(f"memoryd erase failed: {erase.stdout}{erase.stderr}")

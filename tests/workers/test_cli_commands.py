@@ -153,8 +153,9 @@ def test_status_history_reindex(run: Invoke, user: str, stack: Any) -> None:
 def test_bench_runs_the_benchmark_script() -> None:
     # Options pass through to `python -m ops.bench`; a bad one is its error, not the CLI's. (The
     # benchmark itself takes minutes: tests/ops/test_bench_smoke.py runs it.)
-    done = subprocess.run([sys.executable, "-m", "workers.cli", "bench", "--phases", "nonsense"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "workers.cli", "bench", "--phases", "nonsense"],
+        capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "ops.bench: error: --phases: unknown ['nonsense']" in done.stderr
 
