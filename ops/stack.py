@@ -18,12 +18,14 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
 import httpx
 
+from ops.package_tree import build as build_package_tree
 from shared.platform.redis_runtime import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -183,6 +185,25 @@ def tied(args: list[str]) -> list[str]:
 # ---- memoryd up ---------------------------------------------------------------------------
 
 
+def checkout_code(root: Path, tree: Path) -> tuple[str, dict[str, str]]:
+    """How a stack runs the code of checkout `root` (its working directory): the CLI module
+    for `python -m`, and the variables that make `root`'s code the one imported.
+
+    This checkout: the installed memoryd, nothing to add. Another checkout with the memoryd
+    namespace (`package-dir` in its pyproject.toml): the installed memoryd is this one's, so
+    `root`'s link tree (ops/package_tree.py, built at `tree`) goes first on PYTHONPATH. One
+    from before the namespace: its top-level packages, found from the working directory.
+    """
+    if root.resolve() == ROOT:
+        return "memoryd.workers.cli", {}
+    config = tomllib.loads((root / "pyproject.toml").read_text())
+    if "memoryd" in config.get("tool", {}).get("setuptools", {}).get("package-dir", {}):
+        build_package_tree(root, tree)
+        path = os.pathsep.join(filter(None, (str(tree), os.environ.get("PYTHONPATH"))))
+        return "memoryd.workers.cli", {"PYTHONPATH": path}
+    return "workers/cli".replace("/", "."), {}  # the CLI's module then, named by its path
+
+
 class Stack:
     """`memoryd up` in a subprocess, on free ports, with a Redis it starts itself.
 
@@ -234,9 +255,11 @@ class Stack:
         return {**clean_env(**settings), **self.extra_env}
 
     def start(self) -> None:
-        env = self.env()
+        module, code_env = checkout_code(self.root, self.log_path.with_name(
+            f"code-{self.label}"))
+        env = {**self.env(), **code_env}
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "workers.cli", "up", "--port", str(self.port),
+        cmd = [sys.executable, "-m", module, "up", "--port", str(self.port),
                "--data-dir", str(self.data_dir)]
         with open(self.log_path, self.log_mode) as out:
             # Own session: a Ctrl-C on the caller must not reach the stack too, or it would be
