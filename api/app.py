@@ -7,13 +7,13 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from api.docs_assets import install_docs
-from api.errors import install_error_handlers
-from api.index_pin import PinIndexMiddleware
-from api.json_body import JsonBodyMiddleware
-from api.mcp import mount_mcp
-from api.middleware import BodyLimitMiddleware, RequestIdMiddleware
-from api.routers import (
+from memoryd.api.docs_assets import install_docs
+from memoryd.api.errors import install_error_handlers
+from memoryd.api.index_pin import PinIndexMiddleware
+from memoryd.api.json_body import JsonBodyMiddleware
+from memoryd.api.mcp import mount_mcp
+from memoryd.api.middleware import BodyLimitMiddleware, RequestIdMiddleware
+from memoryd.api.routers import (
     admin,
     context,
     health,
@@ -27,17 +27,17 @@ from api.routers import (
     webhooks,
     whoami,
 )
-from api.routers import metrics as metrics_router
-from api.ui import AdminPage
-from api.waits import Waits
-from shared.jobs import task_metrics
-from shared.jobs.names import QueueName
-from shared.platform.metrics import RequestMetricsMiddleware, StackCollector
-from shared.platform.version import package_version
-from shared.runtime import Runtime
-from shared.tenancy.api_keys import ApiKeyStore
-from shared.tenancy.auth import KeyRing
-from shared.tenancy.rate_limit import RateLimiter
+from memoryd.api.routers import metrics as metrics_router
+from memoryd.api.ui import AdminPage
+from memoryd.api.waits import Waits
+from memoryd.jobs import task_metrics
+from memoryd.jobs.names import QueueName
+from memoryd.platform.metrics import RequestMetricsMiddleware, StackCollector
+from memoryd.platform.version import package_version
+from memoryd.runtime import Runtime
+from memoryd.tenancy.api_keys import ApiKeyStore
+from memoryd.tenancy.auth import KeyRing
+from memoryd.tenancy.rate_limit import RateLimiter
 
 DESCRIPTION = """
 Long-term memory for chat agents. Writes are asynchronous: `POST /v1/interactions`

@@ -9,13 +9,13 @@ from fastapi import Depends, Header, Request
 from pydantic import TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from shared.platform.errors import InvalidInput
-from shared.records.models import Owner
-from shared.records.schemas import Identifier
-from shared.runtime import Runtime
-from shared.tenancy.api_keys import Principal, authenticate, bootstrap_principal, required_scopes
-from shared.tenancy.auth import KeyRing
-from shared.tenancy.rate_limit import RateLimiter
+from memoryd.platform.errors import InvalidInput
+from memoryd.records.models import Owner
+from memoryd.records.schemas import Identifier
+from memoryd.runtime import Runtime
+from memoryd.tenancy.api_keys import Principal, authenticate, bootstrap_principal, required_scopes
+from memoryd.tenancy.auth import KeyRing
+from memoryd.tenancy.rate_limit import RateLimiter
 
 
 # The trivial dependencies are `async def`: FastAPI runs a plain `def` dependency in a worker
@@ -32,7 +32,7 @@ async def _principal(
     """Authenticate, check the route's scopes, spend a rate-limit token: for every route.
 
     The scopes come from the matched route's method and path template
-    (`shared.tenancy.api_keys.required_scopes`), so a new route is covered without a change here.
+    (`memoryd.tenancy.api_keys.required_scopes`), so a new route is covered without a change here.
     A bootstrap key with a leased rate-limit token left (`shared/tenancy/rate_limit.py`) needs no
     Redis call, so most requests take no worker-thread hop here; the rest do their Redis
     work in one.
@@ -63,7 +63,7 @@ async def _request_id(request: Request) -> str | None:
 
 async def require_admin(tenant: Annotated[str, Depends(_tenant)]) -> str:
     """Operator endpoints: `_principal` already refused any key but an operator key
-    (`/v1/admin/*` needs the scope `operator`, see `shared.tenancy.api_keys.required_scopes`); the
+    (`/v1/admin/*` needs the scope `operator`, see `memoryd.tenancy.api_keys.required_scopes`); the
     value is the operator pseudo-tenant that store-wide jobs are recorded under."""
     return tenant
 

@@ -13,9 +13,9 @@ from fastapi.responses import JSONResponse
 from redis.exceptions import RedisError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from api.json_body import DECLARED_TYPE
-from shared.platform.errors import AppError, QueueUnavailable, RateLimited, field_path
-from shared.platform.logs import get_logger
+from memoryd.api.json_body import DECLARED_TYPE
+from memoryd.platform.errors import AppError, QueueUnavailable, RateLimited, field_path
+from memoryd.platform.logs import get_logger
 
 log = get_logger("memoryd.api")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import anyio.to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from shared.index.generations import IndexRouter
-from shared.runtime import Runtime
+from memoryd.index.generations import IndexRouter
+from memoryd.runtime import Runtime
 
 
 class PinIndexMiddleware:

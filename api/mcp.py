@@ -32,18 +32,18 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from api.deps import VIA_HEADER, identifier
-from shared.client import AsyncMemorydClient
-from shared.integrations.mcp_tools import Binding, JobLedger, build_server
-from shared.platform.errors import AppError, InvalidInput, QueueUnavailable
-from shared.tenancy.api_keys import (
+from memoryd.api.deps import VIA_HEADER, identifier
+from memoryd.client import AsyncMemorydClient
+from memoryd.integrations.mcp_tools import Binding, JobLedger, build_server
+from memoryd.platform.errors import AppError, InvalidInput, QueueUnavailable
+from memoryd.tenancy.api_keys import (
     KeyScope,
     Principal,
     authenticate,
     bearer_key,
     bootstrap_principal,
 )
-from shared.tenancy.auth import key_digest
+from memoryd.tenancy.auth import key_digest
 
 PATH = "/mcp"
 USER_HEADER = "X-Memoryd-User"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.records.schemas import ErrorBody
+from memoryd.records.schemas import ErrorBody
 
 _DESCRIPTIONS = {
     400: "malformed JSON",

@@ -2,7 +2,7 @@
 
 A wait used to sleep in a worker thread; the threads (anyio's default limiter, 40) are the
 ones sync routes and key lookups share, so a few dozen waits starved the gateway. Here a
-wait is an awaited Redis notification (`shared.jobs.job_store.AsyncJobWaiter`) and holds no
+wait is an awaited Redis notification (`memoryd.jobs.job_store.AsyncJobWaiter`) and holds no
 thread; each API key may have `max_waits_per_key` waits at once, and a request beyond that
 gets the job's current state at once (202 while it runs).
 """
@@ -16,10 +16,10 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from shared.jobs.job_store import AsyncJobWaiter, ended
-from shared.platform.errors import NotFound
-from shared.platform.settings import Settings
-from shared.records.schemas import Consistency, Freshness, JobView, ReadYourWrites
+from memoryd.jobs.job_store import AsyncJobWaiter, ended
+from memoryd.platform.errors import NotFound
+from memoryd.platform.settings import Settings
+from memoryd.records.schemas import Consistency, Freshness, JobView, ReadYourWrites
 
 
 class Waits:

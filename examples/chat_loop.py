@@ -25,7 +25,7 @@ from typing import Any, TextIO
 
 import httpx
 
-from shared.client import MemorydClient, MemorydError
+from memoryd.client import MemorydClient, MemorydError
 
 SYSTEM = ("You are a helpful assistant with long-term memory. Use what you remember about "
           "the user when it helps; do not mention memories that do not matter here.")

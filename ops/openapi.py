@@ -4,7 +4,7 @@ generated from (clients/typescript/), without starting anything.
     python -m ops.openapi --out clients/typescript/openapi.json
     python -m ops.openapi --check clients/typescript/openapi.json   # exit 1 if it drifted
 
-The app is built by `api.app.create_app` on a runtime that is never used: `Runtime` opens
+The app is built by `memoryd.api.app.create_app` on a runtime that is never used: `Runtime` opens
 its Redis connection, store and models lazily, on first use, and describing the routes
 uses none of them. The JSON is written with a fixed layout (two-space indent, non-ASCII
 kept, final newline) so a regenerated file differs from the committed one only when the
@@ -24,10 +24,10 @@ DEFAULT_OUT = Path(__file__).resolve().parent.parent / "clients" / "typescript" 
 
 
 def openapi_document() -> dict[str, Any]:
-    from api.app import create_app
-    from shared.platform.settings import Settings
-    from shared.runtime import Runtime
-    from shared.tenancy.auth import KeyRing
+    from memoryd.api.app import create_app
+    from memoryd.platform.settings import Settings
+    from memoryd.runtime import Runtime
+    from memoryd.tenancy.auth import KeyRing
 
     with tempfile.TemporaryDirectory(prefix="memoryd-openapi-") as data_dir:
         # An unreachable Redis on purpose: nothing here may connect.

@@ -25,8 +25,8 @@ from types import TracebackType
 
 import httpx
 
+from memoryd.platform.redis_runtime import free_port
 from ops.package_tree import build as build_package_tree
-from shared.platform.redis_runtime import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 STACK_START_TIMEOUT_S = 180.0
@@ -380,7 +380,7 @@ class Proc:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Proc:
-        cmd = [sys.executable, "-m", "workers.cli", *self.args]
+        cmd = [sys.executable, "-m", "memoryd.workers.cli", *self.args]
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(
                 tied(cmd) if self.tied else cmd, cwd=ROOT,

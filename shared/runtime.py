@@ -13,27 +13,27 @@ from functools import cached_property
 import redis
 from celery import Celery
 
-from shared.embeddings import make_embedder
-from shared.embeddings.e5.threads import limit_blas_threads
-from shared.index.generations import IndexRouter, View
-from shared.index.reindex import Reindexing
-from shared.index.write_fence import WriteFence
-from shared.jobs.celery_app import configure as configure_celery
-from shared.jobs.celery_app import create_app as create_celery_app
-from shared.jobs.job_store import JobStore
-from shared.jobs.lanes import Lanes, Shares
-from shared.llm import ChatClient, make_chat_client, make_judge_client
-from shared.memories.erasure import Erasure
-from shared.memories.reads import ReadPath
-from shared.memories.writes import MemoryWriter
-from shared.platform import failpoints
-from shared.platform.settings import Settings
-from shared.proxy.upstream import Upstream
-from shared.retrieval.access import AccessCounter
-from shared.retrieval.rerank import HttpReranker
-from shared.retrieval.scoring import Weights
-from shared.store import make_store
-from shared.webhooks.service import Webhooks
+from memoryd.embeddings import make_embedder
+from memoryd.embeddings.e5.threads import limit_blas_threads
+from memoryd.index.generations import IndexRouter, View
+from memoryd.index.reindex import Reindexing
+from memoryd.index.write_fence import WriteFence
+from memoryd.jobs.celery_app import configure as configure_celery
+from memoryd.jobs.celery_app import create_app as create_celery_app
+from memoryd.jobs.job_store import JobStore
+from memoryd.jobs.lanes import Lanes, Shares
+from memoryd.llm import ChatClient, make_chat_client, make_judge_client
+from memoryd.memories.erasure import Erasure
+from memoryd.memories.reads import ReadPath
+from memoryd.memories.writes import MemoryWriter
+from memoryd.platform import failpoints
+from memoryd.platform.settings import Settings
+from memoryd.proxy.upstream import Upstream
+from memoryd.retrieval.access import AccessCounter
+from memoryd.retrieval.rerank import HttpReranker
+from memoryd.retrieval.scoring import Weights
+from memoryd.store import make_store
+from memoryd.webhooks.service import Webhooks
 
 
 class Runtime:

@@ -13,8 +13,8 @@ import httpx
 import pytest
 from fake_rerank_server import FakeRerankServer
 
-from shared.platform.redis_runtime import RedisHandle, ensure_redis, free_port, redis_reachable
-from shared.platform.settings import Settings
+from memoryd.platform.redis_runtime import RedisHandle, ensure_redis, free_port, redis_reachable
+from memoryd.platform.settings import Settings
 
 KEY_A = "test-key-alpha"
 KEY_B = "test-key-beta"
@@ -80,7 +80,7 @@ def fake_reranker() -> Iterator[FakeRerankServer]:
 def stack(
     redis_server: str, tmp_path_factory: pytest.TempPathFactory, fake_reranker: FakeRerankServer
 ) -> Iterator[Any]:
-    from workers.stack import EmbeddedStack
+    from memoryd.workers.stack import EmbeddedStack
 
     settings = stack_settings(tmp_path_factory.mktemp("stack"), redis_db_url(redis_server, 1),
                               rerank_url=fake_reranker.url)

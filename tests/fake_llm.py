@@ -1,6 +1,6 @@
 """The fake LLM server lives in `shared/testing/fake_llm.py` so `ops/` can use it too."""
 
-from shared.testing.fake_llm import (
+from memoryd.testing.fake_llm import (
     Behaviour,
     FakeLLM,
     Received,

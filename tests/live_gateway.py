@@ -12,12 +12,12 @@ from typing import Any
 
 import uvicorn
 
-from api.app import create_app
-from shared.index.generations import IndexRouter
-from shared.jobs.celery_app import create_app as create_celery_app
-from shared.platform.settings import Settings
-from shared.runtime import Runtime
-from shared.tenancy.auth import KeyRing, parse_api_keys, parse_operator_keys
+from memoryd.api.app import create_app
+from memoryd.index.generations import IndexRouter
+from memoryd.jobs.celery_app import create_app as create_celery_app
+from memoryd.platform.settings import Settings
+from memoryd.runtime import Runtime
+from memoryd.tenancy.auth import KeyRing, parse_api_keys, parse_operator_keys
 
 
 @contextmanager
@@ -55,6 +55,6 @@ def gateway(settings: Settings, index: IndexRouter | None = None,
 
 
 def settings_with(stack: Any, **overrides: Any) -> Settings:
-    from shared.platform.redis_runtime import free_port
+    from memoryd.platform.redis_runtime import free_port
 
     return stack.settings.model_copy(update={"port": free_port(), **overrides})

@@ -16,7 +16,7 @@ from conftest import KEY_A, KEY_B, redis_db_url
 from fake_llm import FakeLLM
 from up_process import start_up, wait_ready
 
-from shared.platform.redis_runtime import free_port
+from memoryd.platform.redis_runtime import free_port
 
 EXTRACTOR = "extractor-model"
 JUDGE = "judge-model"

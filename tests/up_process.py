@@ -22,7 +22,7 @@ def start_up(data_dir: Path, port: int, env: dict[str, str],
     values = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
     values.update(env)
     return subprocess.Popen(
-        [sys.executable, "-m", "workers.cli", "up", "--port", str(port), "--data-dir",
+        [sys.executable, "-m", "memoryd.workers.cli", "up", "--port", str(port), "--data-dir",
          str(data_dir)],
         env=values, text=True, stderr=stderr,
         stdout=subprocess.PIPE if stderr == subprocess.STDOUT else subprocess.DEVNULL,

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import threading
 
-from shared.platform.settings import get_settings
-from shared.runtime import Runtime
-from workers.celery_app import app
+from memoryd.platform.settings import get_settings
+from memoryd.runtime import Runtime
+from memoryd.workers.celery_app import app
 
 _runtime: Runtime | None = None
 _lock = threading.Lock()

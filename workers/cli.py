@@ -12,13 +12,13 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from shared.platform.errors import AppError
-from shared.platform.logs import mask_url_passwords
-from shared.platform.settings import ENV_FILE_VARIABLE, Settings, describe, env_file_path
-from workers import cli_commands, cli_webhooks
+from memoryd.platform.errors import AppError
+from memoryd.platform.logs import mask_url_passwords
+from memoryd.platform.settings import ENV_FILE_VARIABLE, Settings, describe, env_file_path
+from memoryd.workers import cli_commands, cli_webhooks
 
 if TYPE_CHECKING:
-    from shared.tenancy.api_keys import ApiKeyStore
+    from memoryd.tenancy.api_keys import ApiKeyStore
 
 app = typer.Typer(help="memoryd: long-term memory for chat agents.", no_args_is_help=True)
 console = Console(stderr=False)
@@ -88,7 +88,7 @@ def up(
     """Start the embedded stack: gateway, worker, embedded Qdrant and (if needed) Redis."""
     # Settings first: importing the stack reads them too, and would fail with a traceback.
     settings = _settings(host=host, port=port, data_dir=data_dir)
-    from workers.stack import EmbeddedStack
+    from memoryd.workers.stack import EmbeddedStack
 
     stack = EmbeddedStack(settings)
     try:
@@ -119,12 +119,12 @@ def serve(
     settings = _settings()  # first, as in `up`
     import uvicorn
 
-    from api.app import create_app
-    from shared.platform.logs import configure_logging
-    from shared.runtime import settle_for_serving
-    from shared.tenancy.auth import KeyRing
-    from workers.bootstrap import get_runtime
-    from workers.stack import dump_threads_on_sigusr1, exit_on_sigterm
+    from memoryd.api.app import create_app
+    from memoryd.platform.logs import configure_logging
+    from memoryd.runtime import settle_for_serving
+    from memoryd.tenancy.auth import KeyRing
+    from memoryd.workers.bootstrap import get_runtime
+    from memoryd.workers.stack import dump_threads_on_sigusr1, exit_on_sigterm
 
     configure_logging(settings.log_level, settings.log_json_choice)
     if settings.store_backend != "qdrant":
@@ -154,7 +154,7 @@ def worker(
         help="Celery node name, e.g. llm-1@%h (several workers on one host)")] = None,
 ) -> None:
     """Server mode: a Celery worker process (prefork pool)."""
-    from workers.process import run_worker
+    from memoryd.workers.process import run_worker
 
     run_worker(concurrency=concurrency, queues=queues, loglevel=loglevel, hostname=hostname)
 
@@ -162,7 +162,7 @@ def worker(
 @app.command()
 def beat(loglevel: Annotated[str, typer.Option(help="log level")] = "INFO") -> None:
     """Server mode: Celery beat, for periodic maintenance tasks."""
-    from workers.process import run_beat
+    from memoryd.workers.process import run_beat
 
     run_beat(loglevel=loglevel)
 
@@ -206,8 +206,8 @@ def eval_(
     with the default extraction and each question asks /v1/context at its defaults: the
     share of questions whose block holds an evidence turn, empty blocks, memories per turn,
     block tokens, ingest turns/s, and /v1/context beside /v1/search latency."""
-    from shared.evaluation import EvalError
-    from shared.evaluation.runner import (
+    from memoryd.evaluation import EvalError
+    from memoryd.evaluation.runner import (
         EvalOptions,
         parse_as_of,
         parse_modes,
@@ -215,7 +215,7 @@ def eval_(
         parse_protocol,
         run_command,
     )
-    from workers.eval_stack import embedded_stack
+    from memoryd.workers.eval_stack import embedded_stack
 
     try:
         options = EvalOptions(
@@ -244,8 +244,8 @@ app.add_typer(cli_webhooks.app, name="webhooks")  # over HTTP, as cli_commands
 def _key_store() -> ApiKeyStore:
     import redis
 
-    from shared.platform.redis_runtime import embedded_client_url
-    from shared.tenancy.api_keys import ApiKeyStore
+    from memoryd.platform.redis_runtime import embedded_client_url
+    from memoryd.tenancy.api_keys import ApiKeyStore
 
     settings = _settings()
     # The embedded stack's own Redis has a password kept in its data directory.
@@ -280,7 +280,7 @@ def keys_create(
     as_json: cli_commands.AsJson = False,
 ) -> None:
     """Create a key and print it once (only its SHA-256 is kept)."""
-    from shared.tenancy.api_keys import parse_scopes
+    from memoryd.tenancy.api_keys import parse_scopes
 
     if operator == (tenant is not None):
         console.print("[red]give either --tenant (a tenant's key) or --operator[/red]")
@@ -345,9 +345,9 @@ def erase(
 ) -> None:
     """Compact now: forgotten text leaves the store's and Redis's files (a running stack's
     worker does it; MEMORYD_ERASURE_COMPACTION_S bounds it otherwise)."""
-    from shared.memories import erasure
-    from shared.platform.redis_runtime import embedded_client_url
-    from shared.runtime import Runtime
+    from memoryd.memories import erasure
+    from memoryd.platform.redis_runtime import embedded_client_url
+    from memoryd.runtime import Runtime
 
     settings = _settings()
     # The embedded stack's own Redis has a password kept in its data directory.
@@ -380,10 +380,10 @@ def mcp(
     import anyio
     from pydantic import TypeAdapter
 
-    from shared.integrations.mcp_stdio import serve_stdio
-    from shared.platform.logs import configure_logging
-    from shared.records.schemas import Identifier
-    from workers.cli_ops import missing_key_message, resolve_target
+    from memoryd.integrations.mcp_stdio import serve_stdio
+    from memoryd.platform.logs import configure_logging
+    from memoryd.records.schemas import Identifier
+    from memoryd.workers.cli_ops import missing_key_message, resolve_target
 
     settings = _settings()
     try:

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from shared.client import (
+from memoryd.client import (
     ApiError,
     ConnectionFailed,
     JobTimeout,
@@ -31,8 +31,8 @@ from shared.client import (
     NotFound,
     Unauthorized,
 )
-from shared.records.schemas import JobAccepted, MemoryView, SaveResult
-from workers.cli_ops import (
+from memoryd.records.schemas import JobAccepted, MemoryView, SaveResult
+from memoryd.workers.cli_ops import (
     Checkpoint,
     CliError,
     Target,

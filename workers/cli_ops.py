@@ -15,9 +15,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from shared.client import MemorydClient
-from shared.memories.transfer import ImportRecord
-from shared.platform.settings import Settings, env_file_path
+from memoryd.client import MemorydClient
+from memoryd.memories.transfer import ImportRecord
+from memoryd.platform.settings import Settings, env_file_path
 
 
 class CliError(Exception):

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from workers.cli_commands import AsJson, DataDir, Key, Url, connected, out
+from memoryd.workers.cli_commands import AsJson, DataDir, Key, Url, connected, out
 
 app = typer.Typer(help="Webhook endpoints of the key's tenant: add, list, remove, deliveries.",
                   no_args_is_help=True)

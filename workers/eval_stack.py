@@ -1,5 +1,5 @@
 """The stack `memoryd eval` runs against: the real embedded stack in this process, with a
-Redis of its own (`shared.evaluation.runner.StackFactory`)."""
+Redis of its own (`memoryd.evaluation.runner.StackFactory`)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from shared.evaluation import EvalError
-from shared.evaluation.ingest import API_KEY
-from shared.platform.errors import AppError
-from shared.platform.redis_runtime import free_port
-from shared.platform.settings import Settings
-from workers.stack import EmbeddedStack
+from memoryd.evaluation import EvalError
+from memoryd.evaluation.ingest import API_KEY
+from memoryd.platform.errors import AppError
+from memoryd.platform.redis_runtime import free_port
+from memoryd.platform.settings import Settings
+from memoryd.workers.stack import EmbeddedStack
 
 
 @contextmanager

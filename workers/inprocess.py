@@ -12,10 +12,10 @@ from celery.worker import state as worker_state
 from kombu.asynchronous import set_event_loop
 from redis.exceptions import RedisError
 
-from shared.jobs.names import QueueName
-from shared.jobs.recovery import requeue_orphans
-from shared.platform.logs import get_logger
-from workers.thread_pool import TimeLimitedThreadPool
+from memoryd.jobs.names import QueueName
+from memoryd.jobs.recovery import requeue_orphans
+from memoryd.platform.logs import get_logger
+from memoryd.workers.thread_pool import TimeLimitedThreadPool
 
 log = get_logger("memoryd.worker")
 
@@ -93,7 +93,7 @@ class InProcessWorker:
         queues: list[str] | None = None, own_event_loop: bool = False,
         stop_grace_s: float = 10.0,
     ) -> None:
-        import workers.tasks  # noqa: F401  (registers the tasks on the app)
+        import memoryd.workers.tasks  # noqa: F401  (registers the tasks on the app)
 
         # Embedded only: this process is the broker database's one consumer.
         app.steps["consumer"].add(RequeueDroppedOnReconnect)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from shared.memories.writes import MemoryWriter
-from shared.platform.errors import LLMRateLimited
-from shared.platform.settings import get_settings
-from workers.task_base import C, MemoryTask
+from memoryd.memories.writes import MemoryWriter
+from memoryd.platform.errors import LLMRateLimited
+from memoryd.platform.settings import get_settings
+from memoryd.workers.task_base import C, MemoryTask
 
 _settings = get_settings()
 

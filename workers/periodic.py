@@ -8,8 +8,8 @@ from celery import Celery
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
-from shared.jobs.names import QUEUE_OF, TaskName
-from shared.platform.logs import get_logger
+from memoryd.jobs.names import QUEUE_OF, TaskName
+from memoryd.platform.logs import get_logger
 
 log = get_logger("memoryd.periodic")
 

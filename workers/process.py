@@ -6,9 +6,9 @@ from typing import Any
 
 from celery.signals import setup_logging
 
-from shared.platform.logs import configure_logging
-from shared.platform.settings import Settings, get_settings
-from workers.celery_app import app
+from memoryd.platform.logs import configure_logging
+from memoryd.platform.settings import Settings, get_settings
+from memoryd.workers.celery_app import app
 
 
 @setup_logging.connect
@@ -31,7 +31,7 @@ def worker_argv(concurrency: int, queues: str, loglevel: str, settings: Settings
 
 
 def run_worker(concurrency: int, queues: str, loglevel: str, hostname: str | None = None) -> None:
-    import workers.tasks  # noqa: F401  (registers the tasks)
+    import memoryd.workers.tasks  # noqa: F401  (registers the tasks)
 
     app.worker_main(worker_argv(concurrency, queues, loglevel, get_settings(), hostname))
 

@@ -14,22 +14,22 @@ import redis
 import uvicorn
 from redis.exceptions import RedisError
 
-from api.app import create_app
-from shared.jobs.celery_app import create_app as create_celery_app
-from shared.jobs.names import QueueName, TaskName
-from shared.jobs.recovery import RunRecord, requeue_unacked
-from shared.platform.logs import configure_logging, get_logger
-from shared.platform.metrics import scheduled_by_task
-from shared.platform.private_dirs import make_private_dir
-from shared.platform.redis_runtime import RedisHandle, ensure_redis
-from shared.platform.settings import Settings
-from shared.runtime import Runtime, settle_for_serving
-from shared.tenancy.auth import KeyRing, ensure_embedded_key
-from workers.bootstrap import set_runtime
-from workers.celery_app import app as celery_app
-from workers.inprocess import InProcessWorker, stop_workers
-from workers.periodic import PeriodicSender
-from workers.tasks import register_llm_tasks
+from memoryd.api.app import create_app
+from memoryd.jobs.celery_app import create_app as create_celery_app
+from memoryd.jobs.names import QueueName, TaskName
+from memoryd.jobs.recovery import RunRecord, requeue_unacked
+from memoryd.platform.logs import configure_logging, get_logger
+from memoryd.platform.metrics import scheduled_by_task
+from memoryd.platform.private_dirs import make_private_dir
+from memoryd.platform.redis_runtime import RedisHandle, ensure_redis
+from memoryd.platform.settings import Settings
+from memoryd.runtime import Runtime, settle_for_serving
+from memoryd.tenancy.auth import KeyRing, ensure_embedded_key
+from memoryd.workers.bootstrap import set_runtime
+from memoryd.workers.celery_app import app as celery_app
+from memoryd.workers.inprocess import InProcessWorker, stop_workers
+from memoryd.workers.periodic import PeriodicSender
+from memoryd.workers.tasks import register_llm_tasks
 
 log = get_logger("memoryd.stack")
 

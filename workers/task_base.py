@@ -15,18 +15,18 @@ from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from shared.index import reindex
-from shared.jobs import time_limits
-from shared.jobs.leases import keeper
-from shared.jobs.names import TaskName, queue_for
-from shared.jobs.shown import arguments_shown, shown
-from shared.memories.writes import MemoryWriter
-from shared.platform.errors import AppError, CommandInvalid, JobRunning, TransientError, field_path
-from shared.platform.logs import exception_summary, get_logger
-from shared.platform.settings import get_settings
-from shared.records.commands import Command
-from shared.webhooks.events import JobEnd
-from workers.bootstrap import get_runtime
+from memoryd.index import reindex
+from memoryd.jobs import time_limits
+from memoryd.jobs.leases import keeper
+from memoryd.jobs.names import TaskName, queue_for
+from memoryd.jobs.shown import arguments_shown, shown
+from memoryd.memories.writes import MemoryWriter
+from memoryd.platform.errors import AppError, CommandInvalid, JobRunning, TransientError, field_path
+from memoryd.platform.logs import exception_summary, get_logger
+from memoryd.platform.settings import get_settings
+from memoryd.records.commands import Command
+from memoryd.webhooks.events import JobEnd
+from memoryd.workers.bootstrap import get_runtime
 
 C = TypeVar("C", bound=Command)
 

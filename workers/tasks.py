@@ -7,26 +7,26 @@ from typing import Any
 
 from celery import Celery
 
-from shared.index import reindex
-from shared.jobs import task_metrics
-from shared.jobs.names import TaskName
-from shared.memories import erasure, retention
-from shared.memories.llm_extraction import extract_with_llm
-from shared.memories.transfer import ImportCommand, run_import
-from shared.memories.writes import MemoryWriter
-from shared.records.commands import (
+from memoryd.index import reindex
+from memoryd.jobs import task_metrics
+from memoryd.jobs.names import TaskName
+from memoryd.memories import erasure, retention
+from memoryd.memories.llm_extraction import extract_with_llm
+from memoryd.memories.transfer import ImportCommand, run_import
+from memoryd.memories.writes import MemoryWriter
+from memoryd.records.commands import (
     DeleteCommand,
     ForgetCommand,
     IngestCommand,
     SaveCommand,
     UpdateCommand,
 )
-from shared.retrieval import access
-from workers.bootstrap import get_runtime
-from workers.celery_app import app
-from workers.llm_task import LLMTask
-from workers.task_base import MemoryTask, ReindexTask
-from workers.webhook_tasks import deliver_webhook  # noqa: F401  (registers webhook.deliver)
+from memoryd.retrieval import access
+from memoryd.workers.bootstrap import get_runtime
+from memoryd.workers.celery_app import app
+from memoryd.workers.llm_task import LLMTask
+from memoryd.workers.task_base import MemoryTask, ReindexTask
+from memoryd.workers.webhook_tasks import deliver_webhook  # noqa: F401  (registers webhook.deliver)
 
 # Every worker process counts its task runs (shared/platform/metrics.py).
 task_metrics.connect(lambda: get_runtime().redis)

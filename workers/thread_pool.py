@@ -27,8 +27,8 @@ from typing import Any
 from celery.concurrency.base import BasePool, apply_target
 from celery.exceptions import SoftTimeLimitExceeded
 
-from shared.jobs import time_limits
-from shared.platform.logs import get_logger
+from memoryd.jobs import time_limits
+from memoryd.platform.logs import get_logger
 
 log = get_logger("memoryd.worker")
 

@@ -9,10 +9,10 @@ from celery import Task
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from shared.jobs.names import QueueName, TaskName
-from shared.jobs.shown import arguments_shown
-from workers.bootstrap import get_runtime
-from workers.celery_app import app
+from memoryd.jobs.names import QueueName, TaskName
+from memoryd.jobs.shown import arguments_shown
+from memoryd.workers.bootstrap import get_runtime
+from memoryd.workers.celery_app import app
 
 
 class WebhookTask(Task[Any, dict[str, Any]]):

@@ -1,5 +1,5 @@
 """Operator endpoints: store-wide, so only operator keys reach them (a tenant's key gets
-403 `forbidden`, see `shared.tenancy.api_keys.required_scopes`). Re-embedding the store with
+403 `forbidden`, see `memoryd.tenancy.api_keys.required_scopes`). Re-embedding the store with
 another model, with no downtime; the index it serves from; the re-embedding's job."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import AdminDep, RequestIdDep, RuntimeDep
-from api.responses import ERROR_RESPONSES
-from api.routers.jobs import job_id_checked
-from shared.index import reindex
-from shared.records.schemas import ErrorBody, IndexStatus, JobAccepted, JobView, ReindexRequest
+from memoryd.api.deps import AdminDep, RequestIdDep, RuntimeDep
+from memoryd.api.responses import ERROR_RESPONSES
+from memoryd.api.routers.jobs import job_id_checked
+from memoryd.index import reindex
+from memoryd.records.schemas import ErrorBody, IndexStatus, JobAccepted, JobView, ReindexRequest
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=ERROR_RESPONSES)
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import PrincipalDep, RuntimeDep, TenantDep, owner_of
-from api.responses import ERROR_RESPONSES
-from api.waits import WaitsDep, read_your_writes
-from shared.memories import context
-from shared.records.schemas import ContextRequest, ContextResponse, ErrorBody
-from shared.tenancy.limits import check_context
+from memoryd.api.deps import PrincipalDep, RuntimeDep, TenantDep, owner_of
+from memoryd.api.responses import ERROR_RESPONSES
+from memoryd.api.waits import WaitsDep, read_your_writes
+from memoryd.memories import context
+from memoryd.records.schemas import ContextRequest, ContextResponse, ErrorBody
+from memoryd.tenancy.limits import check_context
 
 router = APIRouter(prefix="/v1", tags=["context"], responses=ERROR_RESPONSES)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from api.deps import RuntimeDep
+from memoryd.api.deps import RuntimeDep
 
 router = APIRouter(tags=["health"])
 

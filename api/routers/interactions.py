@@ -5,16 +5,16 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import ActorDep, RequestIdDep, RuntimeDep, TenantDep
-from api.responses import ERROR_RESPONSES
-from shared.extraction.interaction import with_episodes
-from shared.jobs.enqueue import submit
-from shared.jobs.names import TaskName
-from shared.platform.errors import ExtractorUnavailable
-from shared.records.commands import IngestCommand
-from shared.records.models import ExtractMode, utcnow
-from shared.records.schemas import ErrorBody, InteractionRequest, JobAccepted
-from shared.tenancy.limits import check_interaction
+from memoryd.api.deps import ActorDep, RequestIdDep, RuntimeDep, TenantDep
+from memoryd.api.responses import ERROR_RESPONSES
+from memoryd.extraction.interaction import with_episodes
+from memoryd.jobs.enqueue import submit
+from memoryd.jobs.names import TaskName
+from memoryd.platform.errors import ExtractorUnavailable
+from memoryd.records.commands import IngestCommand
+from memoryd.records.models import ExtractMode, utcnow
+from memoryd.records.schemas import ErrorBody, InteractionRequest, JobAccepted
+from memoryd.tenancy.limits import check_interaction
 
 router = APIRouter(prefix="/v1", tags=["interactions"], responses=ERROR_RESPONSES)
 

@@ -8,13 +8,13 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, status
 
-from api.deps import RuntimeDep, TenantDep, identifier
-from api.responses import ERROR_RESPONSES
-from api.waits import WaitsDep
-from shared.jobs import failed as failed_jobs
-from shared.jobs import recent as recent_jobs
-from shared.platform.errors import NotFound
-from shared.records.schemas import (
+from memoryd.api.deps import RuntimeDep, TenantDep, identifier
+from memoryd.api.responses import ERROR_RESPONSES
+from memoryd.api.waits import WaitsDep
+from memoryd.jobs import failed as failed_jobs
+from memoryd.jobs import recent as recent_jobs
+from memoryd.platform.errors import NotFound
+from memoryd.records.schemas import (
     JOB_ID,
     FailedJobPage,
     Identifier,
@@ -22,7 +22,7 @@ from shared.records.schemas import (
     JobView,
     RecentJobPage,
 )
-from shared.tenancy.limits import check_page
+from memoryd.tenancy.limits import check_page
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=ERROR_RESPONSES)
 

@@ -8,16 +8,16 @@ from fastapi import APIRouter, Query, Response, status
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import ActorDep, PrincipalDep, RequestIdDep, RuntimeDep, TenantDep, owner_of
-from api.responses import ERROR_RESPONSES
-from api.waits import Waits, WaitsDep
-from shared.jobs.enqueue import submit
-from shared.jobs.names import TaskName
-from shared.memories import reads
-from shared.memories.history import memory_history
-from shared.platform.errors import InvalidInput, error_from_body
-from shared.records.commands import DeleteCommand, ForgetCommand, SaveCommand, UpdateCommand
-from shared.records.models import (
+from memoryd.api.deps import ActorDep, PrincipalDep, RequestIdDep, RuntimeDep, TenantDep, owner_of
+from memoryd.api.responses import ERROR_RESPONSES
+from memoryd.api.waits import Waits, WaitsDep
+from memoryd.jobs.enqueue import submit
+from memoryd.jobs.names import TaskName
+from memoryd.memories import reads
+from memoryd.memories.history import memory_history
+from memoryd.platform.errors import InvalidInput, error_from_body
+from memoryd.records.commands import DeleteCommand, ForgetCommand, SaveCommand, UpdateCommand
+from memoryd.records.models import (
     JobStatus,
     MemoryKind,
     MemoryType,
@@ -27,7 +27,7 @@ from shared.records.models import (
     as_utc,
     utcnow,
 )
-from shared.records.schemas import (
+from memoryd.records.schemas import (
     ErrorBody,
     Identifier,
     JobAccepted,
@@ -39,7 +39,7 @@ from shared.records.schemas import (
     UpdateRequest,
     WireDatetime,
 )
-from shared.tenancy.limits import check_page, check_save, check_update
+from memoryd.tenancy.limits import check_page, check_save, check_update
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"], responses=ERROR_RESPONSES)
 

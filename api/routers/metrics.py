@@ -12,9 +12,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Request, Response
 
-from shared.platform.errors import Unauthorized
-from shared.platform.metrics import CONTENT_TYPE, StackCollector
-from shared.platform.settings import Settings
+from memoryd.platform.errors import Unauthorized
+from memoryd.platform.metrics import CONTENT_TYPE, StackCollector
+from memoryd.platform.settings import Settings
 
 router = APIRouter(tags=["operations"])
 

@@ -14,20 +14,26 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import PrincipalDep, RequestIdDep, RuntimeDep, identifier, owner_of
-from api.responses import ERROR_RESPONSES
-from api.waits import WaitsDep
-from shared.platform.errors import AppError
-from shared.platform.logs import get_logger
-from shared.proxy.chat import ChatRequest, answer_of, latest_user_text, recent_messages, with_memory
-from shared.proxy.errors import UpstreamTimeout, UpstreamUnreachable
-from shared.proxy.sse import StreamWatch
-from shared.proxy.turns import Turn, extract_mode, idempotency_key, proxy_context, remember_turn
-from shared.proxy.upstream import passed_headers
-from shared.records.models import utcnow
-from shared.records.schemas import ErrorBody
-from shared.runtime import Runtime
-from shared.tenancy.api_keys import KeyScope
+from memoryd.api.deps import PrincipalDep, RequestIdDep, RuntimeDep, identifier, owner_of
+from memoryd.api.responses import ERROR_RESPONSES
+from memoryd.api.waits import WaitsDep
+from memoryd.platform.errors import AppError
+from memoryd.platform.logs import get_logger
+from memoryd.proxy.chat import (
+    ChatRequest,
+    answer_of,
+    latest_user_text,
+    recent_messages,
+    with_memory,
+)
+from memoryd.proxy.errors import UpstreamTimeout, UpstreamUnreachable
+from memoryd.proxy.sse import StreamWatch
+from memoryd.proxy.turns import Turn, extract_mode, idempotency_key, proxy_context, remember_turn
+from memoryd.proxy.upstream import passed_headers
+from memoryd.records.models import utcnow
+from memoryd.records.schemas import ErrorBody
+from memoryd.runtime import Runtime
+from memoryd.tenancy.api_keys import KeyScope
 
 log = get_logger("memoryd.proxy")
 router = APIRouter(prefix="/v1", tags=["proxy"], responses=ERROR_RESPONSES)

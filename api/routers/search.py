@@ -5,12 +5,12 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import PrincipalDep, RuntimeDep, TenantDep, owner_of
-from api.responses import ERROR_RESPONSES
-from api.waits import WaitsDep, read_your_writes
-from shared.memories import reads
-from shared.records.schemas import ErrorBody, SearchRequest, SearchResponse
-from shared.tenancy.limits import check_search
+from memoryd.api.deps import PrincipalDep, RuntimeDep, TenantDep, owner_of
+from memoryd.api.responses import ERROR_RESPONSES
+from memoryd.api.waits import WaitsDep, read_your_writes
+from memoryd.memories import reads
+from memoryd.records.schemas import ErrorBody, SearchRequest, SearchResponse
+from memoryd.tenancy.limits import check_search
 
 router = APIRouter(prefix="/v1", tags=["search"], responses=ERROR_RESPONSES)
 

@@ -8,13 +8,13 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import RequestIdDep, RuntimeDep, TenantDep, owner_of
-from api.responses import ERROR_RESPONSES
-from shared.jobs.enqueue import submit
-from shared.jobs.names import TaskName
-from shared.memories.transfer import ImportCommand, export_lines, parse_import
-from shared.records.models import utcnow
-from shared.records.schemas import ErrorBody, Identifier, JobAccepted
+from memoryd.api.deps import RequestIdDep, RuntimeDep, TenantDep, owner_of
+from memoryd.api.responses import ERROR_RESPONSES
+from memoryd.jobs.enqueue import submit
+from memoryd.jobs.names import TaskName
+from memoryd.memories.transfer import ImportCommand, export_lines, parse_import
+from memoryd.records.models import utcnow
+from memoryd.records.schemas import ErrorBody, Identifier, JobAccepted
 
 router = APIRouter(prefix="/v1", tags=["transfer"], responses=ERROR_RESPONSES)
 

@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import RuntimeDep, TenantDep
-from api.responses import ERROR_RESPONSES
-from shared.memories.users import list_users
-from shared.records.schemas import ErrorBody, UserPage
+from memoryd.api.deps import RuntimeDep, TenantDep
+from memoryd.api.responses import ERROR_RESPONSES
+from memoryd.memories.users import list_users
+from memoryd.records.schemas import ErrorBody, UserPage
 
 router = APIRouter(prefix="/v1", tags=["users"], responses=ERROR_RESPONSES)
 

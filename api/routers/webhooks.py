@@ -10,9 +10,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
 
-from api.deps import RuntimeDep, TenantDep
-from api.responses import ERROR_RESPONSES
-from shared.records.webhooks import DeliveryList, WebhookCreate, WebhookCreated, WebhookList
+from memoryd.api.deps import RuntimeDep, TenantDep
+from memoryd.api.responses import ERROR_RESPONSES
+from memoryd.records.webhooks import DeliveryList, WebhookCreate, WebhookCreated, WebhookList
 
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"], responses=ERROR_RESPONSES)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.deps import PrincipalDep
-from api.responses import ERROR_RESPONSES
-from shared.records.schemas import WhoAmI
-from shared.tenancy.api_keys import WHOAMI, KeyScope
+from memoryd.api.deps import PrincipalDep
+from memoryd.api.responses import ERROR_RESPONSES
+from memoryd.records.schemas import WhoAmI
+from memoryd.tenancy.api_keys import WHOAMI, KeyScope
 
 router = APIRouter(tags=["keys"], responses=ERROR_RESPONSES)
 

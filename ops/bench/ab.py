@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from memoryd.embeddings import make_embedder
+from memoryd.platform.settings import Settings
 from ops.bench.common import (
     SEED,
     add_filled_store_options,
@@ -49,8 +51,6 @@ from ops.bench.search import (
     run_searches,
 )
 from ops.stack import ROOT, Stack, log
-from shared.embeddings import make_embedder
-from shared.platform.settings import Settings
 
 DEFAULT_CONFIGS = (
     "default=",

@@ -5,7 +5,7 @@ query model, in one process.
     python -m ops.bench.candidates --size 10000 --searches 300
 
 Fills a store through the bulk path (as `ops/bench/run.py` does), opens it here with a Redis of
-its own, and runs LoCoMo questions through `shared.memories.reads.search` after embedding each of
+its own, and runs LoCoMo questions through `memoryd.memories.reads.search` after embedding each of
 them once beforehand, so the query cache answers the model's part. What is timed is the
 rest: the keyword vector, the store's two candidate lists with their scoring fields,
 fusion and rescoring, the next-turn lookup and the page's records. That part grows with
@@ -28,6 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
+from memoryd.embeddings import make_embedder
+from memoryd.memories import reads
+from memoryd.platform.redis_runtime import ensure_redis, free_port
+from memoryd.platform.settings import Settings
+from memoryd.records.models import Owner
+from memoryd.records.schemas import SearchRequest
+from memoryd.retrieval.keywords import query_keyword_vector
+from memoryd.runtime import Runtime
+from memoryd.store import DENSE, SPARSE, VectorQuery
 from ops.bench.common import (
     SEED,
     add_filled_store_options,
@@ -37,15 +46,6 @@ from ops.bench.common import (
 from ops.bench.fill import TENANT, bulk_fill, embed_pool, locomo_or_exit, user_name
 from ops.bench.search import TOP_K
 from ops.stack import log
-from shared.embeddings import make_embedder
-from shared.memories import reads
-from shared.platform.redis_runtime import ensure_redis, free_port
-from shared.platform.settings import Settings
-from shared.records.models import Owner
-from shared.records.schemas import SearchRequest
-from shared.retrieval.keywords import query_keyword_vector
-from shared.runtime import Runtime
-from shared.store import DENSE, SPARSE, VectorQuery
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from memoryd.platform.settings import get_settings
 from ops.stack import ROOT
-from shared.platform.settings import get_settings
 
 SEED = 20240601
 # LoCoMo lives beside the checkout, in the bench data shared by every checkout.

@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from memoryd.testing.fake_llm import Behaviour, FakeLLM, Received, json_reply, users_said
 from ops.bench.common import Options, latency_summary
 from ops.bench.extract_procs import ProcStack
 from ops.bench.writes import enqueue, finished_at, wait_all
 from ops.chaos.common import FakeOpenAIEmbeddings
 from ops.stack import CpuMeter, Stack, log
-from shared.testing.fake_llm import Behaviour, FakeLLM, Received, json_reply, users_said
 
 MODEL = "bench-extractor"
 # --extract-embedder's default: the local fake of a hosted OpenAI-compatible embedding API

@@ -23,6 +23,9 @@ from types import TracebackType
 
 import httpx
 
+from memoryd.jobs.celery_app import create_app
+from memoryd.platform.redis_runtime import RedisHandle, ensure_redis, free_port
+from memoryd.platform.settings import Settings
 from ops.stack import (
     ROOT,
     CpuMeter,
@@ -33,9 +36,6 @@ from ops.stack import (
     tied,
     wait_until,
 )
-from shared.jobs.celery_app import create_app
-from shared.platform.redis_runtime import RedisHandle, ensure_redis, free_port
-from shared.platform.settings import Settings
 
 KEY = "bench-extract-key"
 TENANT = "default"

@@ -36,10 +36,10 @@ from typing import Any
 import httpx
 import redis
 
+from memoryd.platform.redis_runtime import embedded_client_url
+from memoryd.tenancy.api_keys import ApiKeyStore, parse_scopes
 from ops.bench.report import machine_info
 from ops.stack import ROOT, Stack, log
-from shared.platform.redis_runtime import embedded_client_url
-from shared.tenancy.api_keys import ApiKeyStore, parse_scopes
 
 DEFAULT_OUT = ROOT / "bench-results" / "fairness.json"
 PLACES = ["Lisbon", "Osaka", "Quito", "Tromsø", "Hanoi", "Cusco", "Tbilisi", "Perth"]

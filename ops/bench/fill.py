@@ -22,13 +22,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from shared.embeddings import Embedder
-from shared.platform.settings import Settings
-from shared.records.identity import content_hash, memory_id
-from shared.records.models import MemoryRecord, MemoryType, Owner, Scope, Source
-from shared.retrieval.keywords import keyword_vector
-from shared.store import PointData
-from shared.store.edge import EdgeStore
+from memoryd.embeddings import Embedder
+from memoryd.platform.settings import Settings
+from memoryd.records.identity import content_hash, memory_id
+from memoryd.records.models import MemoryRecord, MemoryType, Owner, Scope, Source
+from memoryd.retrieval.keywords import keyword_vector
+from memoryd.store import PointData
+from memoryd.store.edge import EdgeStore
 
 Vectors = npt.NDArray[np.float32]
 

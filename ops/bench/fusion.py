@@ -8,7 +8,7 @@
 
 `dump` ingests a set as `memoryd eval` does (the embedded stack, the HTTP write path) and
 keeps, for every question, the candidates a hybrid search weighs: each list's scores and
-ranks and the scoring fields (`shared.memories.reads.gather`). `score` then ranks those
+ranks and the scoring fields (`memoryd.memories.reads.gather`). `score` then ranks those
 candidates under each rule of `RULES` and prints recall per set, in seconds instead of an
 evaluation run per rule. It screens rules; `memoryd eval` measures the one kept (the next
 turns a hybrid page brings along are left out here).
@@ -26,17 +26,17 @@ from typing import Any
 
 import numpy as np
 
-from shared.evaluation import datasets as ds
-from shared.evaluation.ingest import api_client, ingest, stored_keys
-from shared.evaluation.runner import EvalOptions, load_dataset, select_questions
-from shared.memories.reads import gather
-from shared.platform.script_share import cjk_share
-from shared.platform.settings import Settings
-from shared.records.models import Owner
-from shared.records.schemas import SearchMode, SearchRequest
-from shared.retrieval import scoring
-from shared.retrieval.query_text import read_query
-from shared.store.scoring_table import CJK, SEQ, THREAD, RankedLists, ThreadCodes
+from memoryd.evaluation import datasets as ds
+from memoryd.evaluation.ingest import api_client, ingest, stored_keys
+from memoryd.evaluation.runner import EvalOptions, load_dataset, select_questions
+from memoryd.memories.reads import gather
+from memoryd.platform.script_share import cjk_share
+from memoryd.platform.settings import Settings
+from memoryd.records.models import Owner
+from memoryd.records.schemas import SearchMode, SearchRequest
+from memoryd.retrieval import scoring
+from memoryd.retrieval.query_text import read_query
+from memoryd.store.scoring_table import CJK, SEQ, THREAD, RankedLists, ThreadCodes
 
 
 @dataclass
@@ -57,7 +57,7 @@ class Dumped:
 
 
 def dump(options: EvalOptions, out: Path) -> None:
-    from workers.eval_stack import embedded_stack_with_runtime
+    from memoryd.workers.eval_stack import embedded_stack_with_runtime
 
     corpus, qset, _ = load_dataset(options, Settings().max_messages)
     questions = select_questions(options, qset.questions)

@@ -29,19 +29,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from memoryd.embeddings.base import Embedder
+from memoryd.embeddings.local import E5Embedder
+from memoryd.embeddings.parts import embed_memories
+from memoryd.extraction.forget_intent import has_forget_intent
+from memoryd.extraction.redaction import found_secrets, redact
+from memoryd.extraction.rules import extract_rules
+from memoryd.platform.settings import Settings
+from memoryd.retrieval.context_tokens import estimate_tokens
+from memoryd.retrieval.keywords import keyword_vector, query_keyword_vector
+from memoryd.retrieval.query_text import read_query
 from ops.bench.hostile_corpus import fill, hostile_corpus
 from ops.bench.report import machine_info, write_report
 from ops.stack import ROOT, log
-from shared.embeddings.base import Embedder
-from shared.embeddings.local import E5Embedder
-from shared.embeddings.parts import embed_memories
-from shared.extraction.forget_intent import has_forget_intent
-from shared.extraction.redaction import found_secrets, redact
-from shared.extraction.rules import extract_rules
-from shared.platform.settings import Settings
-from shared.retrieval.context_tokens import estimate_tokens
-from shared.retrieval.keywords import keyword_vector, query_keyword_vector
-from shared.retrieval.query_text import read_query
 
 DEFAULT_OUT = ROOT / "bench-results" / "hostile.json"
 GOAL_MS = 20.0

@@ -20,6 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from memoryd.embeddings import make_embedder
+from memoryd.embeddings.parts import embed_memories, split_parts
+from memoryd.evaluation.datasets import LONG_TURN_SHAPE
+from memoryd.platform.settings import Settings
 from ops.bench.common import Options
 from ops.bench.fill import Locomo
 from ops.bench.writes import (
@@ -31,10 +35,6 @@ from ops.bench.writes import (
     warm_up_writes,
 )
 from ops.stack import Stack, log
-from shared.embeddings import make_embedder
-from shared.embeddings.parts import embed_memories, split_parts
-from shared.evaluation.datasets import LONG_TURN_SHAPE
-from shared.platform.settings import Settings
 
 LONG_CHARS = 1000
 SETTINGS = {"parts": "true", "whole": "false", "default": "true"}  # MEMORYD_LONG_MEMORY_PARTS

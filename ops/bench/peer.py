@@ -31,13 +31,13 @@ from typing import Any
 
 import numpy as np
 
+from memoryd.embeddings import make_embedder
+from memoryd.platform.settings import Settings
 from ops.bench.common import SEED, Options, PeerOptions, latency_summary
 from ops.bench.fill import NOISE_SIGMA, YEAR_S, Locomo, user_name
 from ops.bench.search import TOP_K, WARMUP_REQUESTS, question_slices
 from ops.bench.writes import short_messages
 from ops.stack import log, tied
-from shared.embeddings import make_embedder
-from shared.platform.settings import Settings
 
 PEERS = ("mem0",)
 WORKER = Path(__file__).with_name("peer_worker.py")

@@ -34,10 +34,10 @@ from typing import Any
 
 import httpx
 
+from memoryd.testing.fake_llm import FakeLLM, streamed
 from ops.bench.common import FACTS, QUESTIONS, drop_memoryd_environment, latency_summary
 from ops.bench.report import machine_info, write_report
 from ops.stack import ROOT, Stack, log
-from shared.testing.fake_llm import FakeLLM, streamed
 
 GOAL_P50_MS = 15.0
 USER = "proxy-bench-user"

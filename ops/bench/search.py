@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from memoryd.embeddings import Embedder, make_embedder
+from memoryd.platform.settings import Settings
 from ops.bench.common import SEED, Options, latency_summary
 from ops.bench.fill import (
     NOISE_SIGMA,
@@ -35,8 +37,6 @@ from ops.bench.fill import (
 )
 from ops.bench.http import RawClient, raw_client
 from ops.stack import CpuMeter, Stack, log
-from shared.embeddings import Embedder, make_embedder
-from shared.platform.settings import Settings
 
 TOP_K = 10
 WARMUP_REQUESTS = 10

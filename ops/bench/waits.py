@@ -28,9 +28,9 @@ from typing import Any
 import httpx
 import redis
 
+from memoryd.platform.redis_runtime import embedded_client_url, free_port
 from ops.bench.common import FACTS, QUESTIONS, drop_memoryd_environment, latency_summary
 from ops.stack import ROOT, Stack, log
-from shared.platform.redis_runtime import embedded_client_url, free_port
 
 GOAL_RATIO = 1.5
 WAITER_KEY = "bench-waits-key-a"

@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 import numpy as np
 
+from memoryd.embeddings import make_embedder
+from memoryd.platform.settings import Settings
 from ops.bench.common import SEED, Options, latency_summary
 from ops.bench.fill import Locomo
 from ops.stack import Stack, log
-from shared.embeddings import make_embedder
-from shared.platform.settings import Settings
 
 FINAL = ("succeeded", "failed")
 

@@ -14,6 +14,10 @@ from typing import Any
 
 import httpx
 
+from memoryd.extraction.rules import extract_rules
+from memoryd.platform import failpoints
+from memoryd.platform.redis_process import pid_alive
+from memoryd.platform.redis_runtime import ensure_redis, free_port
 from ops.chaos.common import (
     FakeOpenAIEmbeddings,
     Row,
@@ -25,10 +29,6 @@ from ops.chaos.common import (
 )
 from ops.chaos.procs import UpStack
 from ops.stack import ScenarioFailed, wait_until
-from shared.extraction.rules import extract_rules
-from shared.platform import failpoints
-from shared.platform.redis_process import pid_alive
-from shared.platform.redis_runtime import ensure_redis, free_port
 
 # Facts the rules extractor turns into one memory each; no two say the same thing in two
 # languages, so each must be stored exactly once however often it is repeated.

@@ -32,13 +32,13 @@ from typing import Any
 import httpx
 import numpy as np
 
+from memoryd.records.models import MemoryRecord, Owner
+from memoryd.store import PointData
+from memoryd.store.edge import EdgeStore
 from ops.chaos.common import FakeOpenAIEmbeddings, Row, list_contents, wait_jobs
 from ops.chaos.embedded import running
 from ops.chaos.procs import UpStack
 from ops.stack import ROOT, ScenarioFailed, clean_env, wait_until
-from shared.records.models import MemoryRecord, Owner
-from shared.store import PointData
-from shared.store.edge import EdgeStore
 
 MARKER = re.compile(rb"qx(?:gone|kept)[a-z]{14}")
 
@@ -239,7 +239,7 @@ def forgotten_text_erased(work: Path, n: int, bound_s: float = 0.0,
                 raise ScenarioFailed(f"forget answered {forgot.status_code}: {forgot.text}")
             if operator:
                 erase = subprocess.run(
-                    [sys.executable, "-m", "workers.cli", "erase", "--wait", "120"],
+                    [sys.executable, "-m", "memoryd.workers.cli", "erase", "--wait", "120"],
                     cwd=ROOT, env=clean_env(redis_url=stack.settings["redis_url"], data_dir=data),
                     capture_output=True, text=True, timeout=180)
                 if erase.returncode != 0:

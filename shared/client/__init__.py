@@ -1,15 +1,15 @@
 """Python client for memoryd (sync and asyncio, httpx), typed with the API's own models.
 
-    from shared.client import MemorydClient
+    from memoryd.client import MemorydClient
     with MemorydClient("http://127.0.0.1:8420", api_key) as memory:
         job = memory.add_interaction("u1", [{"role": "user", "content": "我喜欢火锅"}])
         memory.wait(job.job_id)
         hits = memory.search("u1", "what food do I like?").results
 """
 
-from shared.client.async_ import AsyncMemorydClient
-from shared.client.calls import RetryPolicy
-from shared.client.errors import (
+from memoryd.client.async_ import AsyncMemorydClient
+from memoryd.client.calls import RetryPolicy
+from memoryd.client.errors import (
     ApiError,
     BadRequest,
     ConnectionFailed,
@@ -21,7 +21,7 @@ from shared.client.errors import (
     Unauthorized,
     Unavailable,
 )
-from shared.client.sync import MemorydClient
+from memoryd.client.sync import MemorydClient
 
 __all__ = [
     "ApiError", "AsyncMemorydClient", "BadRequest", "ConnectionFailed", "InvalidArgument",

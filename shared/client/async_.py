@@ -12,11 +12,11 @@ from typing import Any, TypeVar
 
 import httpx
 
-from shared.client import calls
-from shared.client import webhook_calls as webhooks
-from shared.client.calls import Call, RetryPolicy
-from shared.client.errors import ConnectionFailed, JobTimeout
-from shared.records.schemas import (
+from memoryd.client import calls
+from memoryd.client import webhook_calls as webhooks
+from memoryd.client.calls import Call, RetryPolicy
+from memoryd.client.errors import ConnectionFailed, JobTimeout
+from memoryd.records.schemas import (
     Consistency,
     ContextResponse,
     JobAccepted,
@@ -29,7 +29,7 @@ from shared.records.schemas import (
     SearchResponse,
     UserPage,
 )
-from shared.records.webhooks import DeliveryList, EventKind, WebhookCreated, WebhookList
+from memoryd.records.webhooks import DeliveryList, EventKind, WebhookCreated, WebhookList
 
 T = TypeVar("T")
 

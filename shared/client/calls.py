@@ -19,9 +19,9 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 
-from shared.client.errors import InvalidArgument, api_error
-from shared.platform.retry_after import retry_after
-from shared.records.schemas import (
+from memoryd.client.errors import InvalidArgument, api_error
+from memoryd.platform.retry_after import retry_after
+from memoryd.records.schemas import (
     Consistency,
     ContextRequest,
     ContextResponse,

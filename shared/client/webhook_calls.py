@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import httpx
 
-from shared.client.calls import Call, _body, _model, check, path
-from shared.records.webhooks import (
+from memoryd.client.calls import Call, _body, _model, check, path
+from memoryd.records.webhooks import (
     DeliveryList,
     EventKind,
     WebhookCreate,

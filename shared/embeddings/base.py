@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from shared.embeddings.lengths import estimated_tokens, window
-from shared.platform.errors import EmbedderError
+from memoryd.embeddings.lengths import estimated_tokens, window
+from memoryd.platform.errors import EmbedderError
 
 FloatArray = npt.NDArray[np.float32]
 

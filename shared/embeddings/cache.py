@@ -7,7 +7,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 
-from shared.embeddings.base import Embedder, FloatArray
+from memoryd.embeddings.base import Embedder, FloatArray
 
 
 class CachedQueryEmbedder(Embedder):

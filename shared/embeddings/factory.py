@@ -5,11 +5,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from shared.embeddings.base import Embedder
-from shared.embeddings.local import E5Embedder, SentenceTransformersEmbedder, UseEmbedder
-from shared.embeddings.remote import OllamaEmbedder, OpenAIEmbedder
-from shared.platform.errors import ConfigurationError
-from shared.platform.settings import Settings
+from memoryd.embeddings.base import Embedder
+from memoryd.embeddings.local import E5Embedder, SentenceTransformersEmbedder, UseEmbedder
+from memoryd.embeddings.remote import OllamaEmbedder, OpenAIEmbedder
+from memoryd.platform.errors import ConfigurationError
+from memoryd.platform.settings import Settings
 
 ACCEPTED_SPECS = (
     "e5-small (aliases: e5, multilingual-e5-small)",

@@ -13,11 +13,11 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from shared.embeddings.base import BatchingEmbedder, FloatArray
-from shared.embeddings.e5.engine import host_engine
-from shared.embeddings.e5.lanes import ModelLanes, engine_lanes
-from shared.platform.errors import ConfigurationError
-from shared.platform.settings import Settings, get_settings
+from memoryd.embeddings.base import BatchingEmbedder, FloatArray
+from memoryd.embeddings.e5.engine import host_engine
+from memoryd.embeddings.e5.lanes import ModelLanes, engine_lanes
+from memoryd.platform.errors import ConfigurationError
+from memoryd.platform.settings import Settings, get_settings
 
 T = TypeVar("T")
 

@@ -26,8 +26,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from shared.embeddings.base import Embedder, FloatArray, l2_normalize
-from shared.embeddings.lengths import (
+from memoryd.embeddings.base import Embedder, FloatArray, l2_normalize
+from memoryd.embeddings.lengths import (
     CHARACTER_SCRIPTS,
     LONG_WORD_CHARS,
     LONG_WORD_CHARS_PER_TOKEN,

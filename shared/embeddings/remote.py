@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 import numpy as np
 
-from shared.embeddings.base import BatchingEmbedder, FloatArray
-from shared.platform.errors import ConfigurationError, EmbedderError, EmbedderUnavailable
-from shared.platform.settings import Settings
+from memoryd.embeddings.base import BatchingEmbedder, FloatArray
+from memoryd.platform.errors import ConfigurationError, EmbedderError, EmbedderUnavailable
+from memoryd.platform.settings import Settings
 
 PROBE_TEXT = "dimension probe"
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import httpx
 
-from shared.evaluation import datasets as ds
-from shared.evaluation import metrics as mx
-from shared.evaluation.ingest import api_client, check, wait_job
+from memoryd.evaluation import datasets as ds
+from memoryd.evaluation import metrics as mx
+from memoryd.evaluation.ingest import api_client, check, wait_job
 
 RETRY_STATUSES = (429, 503)  # back-pressure: wait as told and post again
 MAX_RETRY_WAIT_S = 5.0

@@ -359,7 +359,7 @@ LONGMEMEVAL_TYPES = ("single-session-user", "single-session-assistant",
                      "temporal-reasoning")
 _LME_DATE = re.compile(
     r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})\s*(?:\([A-Za-z]+\))?\s*(\d{1,2}):(\d{2})\s*$")
-# What the gateway drops before it stores a text (shared.records.schemas.normalize_text),
+# What the gateway drops before it stores a text (memoryd.records.schemas.normalize_text),
 # and whitespace: a turn of only these says nothing and is left out.
 _INVISIBLE = re.compile("[\x00-\x20\x7f\u00a0\u200b-\u200d\u2060\ufeff]")
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 
-from shared.evaluation import EvalError
-from shared.evaluation import datasets as ds
+from memoryd.evaluation import EvalError
+from memoryd.evaluation import datasets as ds
 
 API_KEY = "eval-key"
 JOB_TIMEOUT_S = 300.0

@@ -13,8 +13,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from shared.evaluation.chat import ChatReport
-from shared.evaluation.metrics import GroupSummary, ScoredQuestion
+from memoryd.evaluation.chat import ChatReport
+from memoryd.evaluation.metrics import GroupSummary, ScoredQuestion
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,11 +15,11 @@ from typing import Any
 
 from rich.console import Console
 
-from shared.evaluation import EvalError, chat
-from shared.evaluation import datasets as ds
-from shared.evaluation import metrics as mx
-from shared.evaluation.ingest import api_client, check, ingest
-from shared.evaluation.report import (
+from memoryd.evaluation import EvalError, chat
+from memoryd.evaluation import datasets as ds
+from memoryd.evaluation import metrics as mx
+from memoryd.evaluation.ingest import api_client, check, ingest
+from memoryd.evaluation.report import (
     EvalReport,
     ModeResult,
     default_out_path,
@@ -29,8 +29,8 @@ from shared.evaluation.report import (
     render_chat,
     write_json,
 )
-from shared.platform.settings import Settings
-from shared.records.schemas import SearchMode
+from memoryd.platform.settings import Settings
+from memoryd.records.schemas import SearchMode
 
 STACK_SETTINGS = ("embedder", "query_cache_size", "worker_concurrency", "max_messages",
                   "long_memory_parts", "max_content_chars", "max_message_bytes")
@@ -360,7 +360,7 @@ def load_dialogues(options: EvalOptions) -> tuple[list[ds.Dialogue], ds.Question
 def run_chat(
     options: EvalOptions, stack: StackFactory, console: Console | None = None
 ) -> chat.ChatReport:
-    """The chat protocol (`shared.evaluation.chat`) on the stack `stack` starts."""
+    """The chat protocol (`memoryd.evaluation.chat`) on the stack `stack` starts."""
     def say(text: str) -> None:
         if console is not None:
             console.print(text)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from shared.extraction.llm_prompt import retry_note
-from shared.extraction.redaction import redact
-from shared.extraction.reply_parsing import parse_json_object
-from shared.llm.base import ChatClient, ChatMessage
-from shared.platform.errors import LLMReplyInvalid
+from memoryd.extraction.llm_prompt import retry_note
+from memoryd.extraction.redaction import redact
+from memoryd.extraction.reply_parsing import parse_json_object
+from memoryd.llm.base import ChatClient, ChatMessage
+from memoryd.platform.errors import LLMReplyInvalid
 
 T = TypeVar("T")
 REPLY_KEPT_CHARS = 2000

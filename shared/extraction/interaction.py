@@ -11,13 +11,13 @@ from __future__ import annotations
 from datetime import datetime
 from functools import partial
 
-from shared.extraction.redaction import redact
-from shared.extraction.rules import extract_rules_sourced
-from shared.platform.errors import ExtractorUnavailable
-from shared.platform.text_pace import TextPacer, default_pacer
-from shared.records.candidate import Candidate
-from shared.records.commands import IngestCommand
-from shared.records.models import (
+from memoryd.extraction.redaction import redact
+from memoryd.extraction.rules import extract_rules_sourced
+from memoryd.platform.errors import ExtractorUnavailable
+from memoryd.platform.text_pace import TextPacer, default_pacer
+from memoryd.records.candidate import Candidate
+from memoryd.records.commands import IngestCommand
+from memoryd.records.models import (
     ExtractMode,
     MemoryKind,
     MemorySource,
@@ -25,7 +25,7 @@ from shared.records.models import (
     Role,
     Source,
 )
-from shared.records.schemas import InteractionRequest, Message
+from memoryd.records.schemas import InteractionRequest, Message
 
 # The roles the default extraction keeps as episodes: users ask what they said, and what
 # they were told ("what did you recommend last time?").

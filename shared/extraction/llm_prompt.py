@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from shared.llm.base import ChatMessage
-from shared.records.models import MemoryRecord, Role
-from shared.records.schemas import Message
+from memoryd.llm.base import ChatMessage
+from memoryd.records.models import MemoryRecord, Role
+from memoryd.records.schemas import Message
 
 EXTRACT_RULES = """You maintain long-term memories about a user of a chat assistant.
 Read the conversation and decide which memory operations to make.

@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from shared.extraction.redaction import found_secrets
-from shared.records.models import MemoryRecord, MemoryType
-from shared.retrieval.keywords import tokenize
+from memoryd.extraction.redaction import found_secrets
+from memoryd.records.models import MemoryRecord, MemoryType
+from memoryd.retrieval.keywords import tokenize
 
 MIN_CONTENT = 4
 MAX_CONTENT = 400

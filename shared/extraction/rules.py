@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Literal
 
-from shared.extraction import rules_patterns as p
-from shared.extraction.first_chars import may_start
+from memoryd.extraction import rules_patterns as p
+from memoryd.extraction.first_chars import may_start
 
 __all__ = ["RuleCandidate", "extract_rules", "extract_rules_sourced"]
 

@@ -1,4 +1,4 @@
-"""Pattern tables for the rule-based extractor (`shared.extraction.rules`).
+"""Pattern tables for the rule-based extractor (`memoryd.extraction.rules`).
 
 Every pattern runs on one sentence that has already lost its trailing punctuation and its
 leading filler words ("ok, ", "对了，"), so most are anchored at `^`. Named group `c`, when
@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from shared.extraction.first_chars import AnyOf
-from shared.extraction.screens import Screened
+from memoryd.extraction.first_chars import AnyOf
+from memoryd.extraction.screens import Screened
 
 Category = Literal["preference", "fact", "plan", "instruction"]
 Kind = Literal["statement", "imperative", "time_led"]

@@ -26,13 +26,13 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from shared.embeddings import CachedQueryEmbedder, Embedder
-from shared.index.write_fence import WriteFence
-from shared.platform.errors import TransientError
-from shared.platform.logs import get_logger
-from shared.records.models import AuditEvent, Owner
-from shared.store.base import PointData, Store
-from shared.store.conditions import Condition
+from memoryd.embeddings import CachedQueryEmbedder, Embedder
+from memoryd.index.write_fence import WriteFence
+from memoryd.platform.errors import TransientError
+from memoryd.platform.logs import get_logger
+from memoryd.records.models import AuditEvent, Owner
+from memoryd.store.base import PointData, Store
+from memoryd.store.conditions import Condition
 
 log = get_logger("memoryd.store")
 

@@ -31,15 +31,15 @@ from kombu.exceptions import OperationalError
 from pydantic import BaseModel
 from redis.exceptions import RedisError
 
-from shared.embeddings import Embedder, make_embedder
-from shared.embeddings.factory import canonical_spec
-from shared.embeddings.parts import embed_memories, split_parts
-from shared.index.generations import IndexRecord, IndexRouter, PhysicalIndex
-from shared.index.write_fence import WriteFence, parse_member
-from shared.jobs.job_store import JobStore
-from shared.jobs.names import TaskName
-from shared.jobs.send import send
-from shared.platform.errors import (
+from memoryd.embeddings import Embedder, make_embedder
+from memoryd.embeddings.factory import canonical_spec
+from memoryd.embeddings.parts import embed_memories, split_parts
+from memoryd.index.generations import IndexRecord, IndexRouter, PhysicalIndex
+from memoryd.index.write_fence import WriteFence, parse_member
+from memoryd.jobs.job_store import JobStore
+from memoryd.jobs.names import TaskName
+from memoryd.jobs.send import send
+from memoryd.platform.errors import (
     ConfigurationError,
     Conflict,
     EmbedderNotAllowed,
@@ -47,13 +47,13 @@ from shared.platform.errors import (
     QueueUnavailable,
     TransientError,
 )
-from shared.platform.logs import get_logger
-from shared.platform.script_share import cjk_share
-from shared.platform.settings import Settings
-from shared.records.models import JobStatus, Owner
-from shared.records.schemas import JobAccepted
-from shared.retrieval.keywords import keyword_vector
-from shared.store import PointData, StoredPoint
+from memoryd.platform.logs import get_logger
+from memoryd.platform.script_share import cjk_share
+from memoryd.platform.settings import Settings
+from memoryd.records.models import JobStatus, Owner
+from memoryd.records.schemas import JobAccepted
+from memoryd.retrieval.keywords import keyword_vector
+from memoryd.store import PointData, StoredPoint
 
 log = get_logger("memoryd.reindex")
 

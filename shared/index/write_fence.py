@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 import redis
 
-from shared.platform.errors import LockTimeout
-from shared.records.models import Owner
+from memoryd.platform.errors import LockTimeout
+from memoryd.records.models import Owner
 
 GENERATION = "memoryd:index:generation"
 INFLIGHT = "memoryd:index:inflight"

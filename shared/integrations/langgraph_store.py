@@ -4,7 +4,7 @@ memory tools keep their long-term memory in memoryd.
     store = MemorydStore.from_url("http://127.0.0.1:8420", api_key)
     graph = builder.compile(store=store)
 
-A thin adapter over the Python client (`shared.client`): every operation is one or a few
+A thin adapter over the Python client (`memoryd.client`): every operation is one or a few
 client calls, so reads and writes go through memoryd's own write path (dedup, user lock,
 audit) and read path (calibrated hybrid search). Needs the `langgraph` extra
 (`pip install 'memoryd[langgraph]'`).
@@ -76,15 +76,15 @@ try:
     )
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        "shared.integrations.langgraph_store needs LangGraph: pip install 'memoryd[langgraph]'"
+        "memoryd.integrations.langgraph_store needs LangGraph: pip install 'memoryd[langgraph]'"
     ) from exc
 
 from pydantic import TypeAdapter, ValidationError
 
-from shared.client.async_ import AsyncMemorydClient
-from shared.client.errors import ApiError, MemorydError, NotFound
-from shared.client.sync import MemorydClient
-from shared.records.schemas import (
+from memoryd.client.async_ import AsyncMemorydClient
+from memoryd.client.errors import ApiError, MemorydError, NotFound
+from memoryd.client.sync import MemorydClient
+from memoryd.records.schemas import (
     Identifier,
     JobAccepted,
     JobView,

@@ -10,8 +10,8 @@ from typing import Any
 
 from mcp.server.mcpserver import Context
 
-from shared.client import AsyncMemorydClient
-from shared.integrations.mcp_tools import Binding, build_server
+from memoryd.client import AsyncMemorydClient
+from memoryd.integrations.mcp_tools import Binding, build_server
 
 
 async def serve_stdio(base_url: str, api_key: str | None, user_id: str, *,

@@ -13,7 +13,7 @@ prefix, `invalid_input (field limit): ...`, the field named as the tool's argume
 differs from the API's (`limit` is the API's `top_k`). Arguments are checked before the
 SDK sees them (`check_arguments`): one the tool does not have (`user_id`) is refused, and a
 wrong type answers in the same form rather than as pydantic's text. Ids go into REST paths
-only once checked as ids (`shared.client.calls.path`), and `job_status` reads only the
+only once checked as ids (`memoryd.client.calls.path`), and `job_status` reads only the
 bound user's jobs.
 
 `may_write` (the gateway passes it; stdio has no way to know a key's scopes before a call)
@@ -35,10 +35,10 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import ListToolsResult, PaginatedRequestParams, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from shared.client import AsyncMemorydClient, JobTimeout, MemorydError
-from shared.platform.errors import AppError, InvalidInput, field_path
-from shared.platform.version import package_version
-from shared.records.schemas import JobAccepted, JobView
+from memoryd.client import AsyncMemorydClient, JobTimeout, MemorydError
+from memoryd.platform.errors import AppError, InvalidInput, field_path
+from memoryd.platform.version import package_version
+from memoryd.records.schemas import JobAccepted, JobView
 
 # What `delete_all_memories` needs in `confirm`: a phrase a model has to write on purpose.
 CONFIRM_DELETE_ALL = "DELETE ALL MEMORIES"

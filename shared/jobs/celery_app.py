@@ -1,12 +1,12 @@
 """The Celery app's configuration from `Settings`. The process's app is built by its
-composition root (`workers/celery_app.py`; Flower: `celery -A workers.celery_app:app`)."""
+composition root (`workers/celery_app.py`; Flower: `celery -A memoryd.workers.celery_app:app`)."""
 
 from __future__ import annotations
 
 from celery import Celery
 
-from shared.jobs.names import QUEUE_OF, QueueName, TaskName
-from shared.platform.settings import Settings
+from memoryd.jobs.names import QUEUE_OF, QueueName, TaskName
+from memoryd.platform.settings import Settings
 
 
 def configure(app: Celery, settings: Settings) -> None:
@@ -52,7 +52,7 @@ def configure(app: Celery, settings: Settings) -> None:
         },
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,
-        include=["workers.tasks"],
+        include=["memoryd.workers.tasks"],
     )
 
 

@@ -8,15 +8,15 @@ from celery import Celery
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
-from shared.jobs.job_store import JobStore
-from shared.jobs.lanes import Lanes
-from shared.jobs.names import SHARED_WRITES, QueueName, TaskName, queue_for
-from shared.jobs.send import send
-from shared.platform.errors import IdempotencyConflict, QueueUnavailable
-from shared.records.commands import Command
-from shared.records.identity import job_id_for, request_digest
-from shared.records.models import JobStatus
-from shared.records.schemas import JobAccepted
+from memoryd.jobs.job_store import JobStore
+from memoryd.jobs.lanes import Lanes
+from memoryd.jobs.names import SHARED_WRITES, QueueName, TaskName, queue_for
+from memoryd.jobs.send import send
+from memoryd.platform.errors import IdempotencyConflict, QueueUnavailable
+from memoryd.records.commands import Command
+from memoryd.records.identity import job_id_for, request_digest
+from memoryd.records.models import JobStatus
+from memoryd.records.schemas import JobAccepted
 
 
 def submit(

@@ -1,7 +1,7 @@
 """Failed jobs of a tenant: list them (newest first, keyset pages) and run one again.
 
 A job fails in the base task's `on_failure`, which files it in the tenant's sorted set
-(`shared.jobs.job_store.failed_index`, score = the time it failed) and keeps its arguments
+(`memoryd.jobs.job_store.failed_index`, score = the time it failed) and keeps its arguments
 on the job's hash. A retry sends those arguments again under the same job id; the
 writes are idempotent (deterministic point ids, each point records its job), so a
 retry of a job that had half-done its work cannot write twice.
@@ -20,15 +20,15 @@ from celery import Celery
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
-from shared.jobs.forgetting import job_key
-from shared.jobs.job_store import failed_index
-from shared.jobs.names import TaskName
-from shared.jobs.pending import PENDING, UNTRACK_LUA
-from shared.jobs.send import send
-from shared.platform.errors import Conflict, InvalidInput, NotFound, QueueUnavailable
-from shared.platform.redis_keys import LUA_KEY_PART
-from shared.records.models import JobStatus, utcnow
-from shared.records.schemas import FailedJob, FailedJobPage, JobAccepted
+from memoryd.jobs.forgetting import job_key
+from memoryd.jobs.job_store import failed_index
+from memoryd.jobs.names import TaskName
+from memoryd.jobs.pending import PENDING, UNTRACK_LUA
+from memoryd.jobs.send import send
+from memoryd.platform.errors import Conflict, InvalidInput, NotFound, QueueUnavailable
+from memoryd.platform.redis_keys import LUA_KEY_PART
+from memoryd.records.models import JobStatus, utcnow
+from memoryd.records.schemas import FailedJob, FailedJobPage, JobAccepted
 
 # failed → queued atomically, so two concurrent retries cannot both send the job.
 _CLAIM = LUA_KEY_PART + """
@@ -151,7 +151,7 @@ def retry(
 ) -> JobAccepted:
     """Send a failed job's arguments again under its id; 409 unless it is failed.
 
-    The job is its user's pending write again (`shared.jobs.pending`) for `pending_ttl_s`."""
+    The job is its user's pending write again (`memoryd.jobs.pending`) for `pending_ttl_s`."""
     claim = client.register_script(_CLAIM)
     now = utcnow()
     keys = [_job_key(job_id), failed_index(tenant)]

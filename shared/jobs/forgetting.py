@@ -29,17 +29,17 @@ from typing import Any
 
 import redis
 
-from shared.platform.errors import Forgotten
-from shared.platform.redis_keys import key_prefix, redis_key
-from shared.records.candidate import Candidate
-from shared.records.identity import (
+from memoryd.platform.errors import Forgotten
+from memoryd.platform.redis_keys import key_prefix, redis_key
+from memoryd.records.candidate import Candidate
+from memoryd.records.identity import (
     content_hash,
     event_id,
     keyed_memory_id,
     memory_id,
     turn_id,
 )
-from shared.records.models import MemoryType, Owner, as_utc, utcnow
+from memoryd.records.models import MemoryType, Owner, as_utc, utcnow
 
 # Prefixes that Lua scripts append the encoded tenant and user to (`LUA_KEY_PART`).
 EPOCH = key_prefix("forget", "epoch")
@@ -75,7 +75,7 @@ def user_jobs_key(tenant_id: str, user_id: str) -> str:
 
 
 def job_key(job_id: str) -> str:
-    """A job's hash (`shared.jobs.job_store`)."""
+    """A job's hash (`memoryd.jobs.job_store`)."""
     return redis_key("job", job_id)
 
 

@@ -12,14 +12,14 @@ from typing import Any, cast
 import redis
 import redis.asyncio as aioredis
 
-from shared.jobs.forgetting import EPOCH, blank_text, epoch_key, job_key, user_jobs_key
-from shared.jobs.pending import PENDING, UNTRACK_LUA, pending_key
-from shared.jobs.recent import KEEP as RECENT_KEEP
-from shared.jobs.recent import recent_key
-from shared.platform.errors import NotFound
-from shared.platform.redis_keys import LUA_KEY_PART, key_prefix, redis_key
-from shared.records.models import JobStatus, utcnow
-from shared.records.schemas import JobView
+from memoryd.jobs.forgetting import EPOCH, blank_text, epoch_key, job_key, user_jobs_key
+from memoryd.jobs.pending import PENDING, UNTRACK_LUA, pending_key
+from memoryd.jobs.recent import KEEP as RECENT_KEEP
+from memoryd.jobs.recent import recent_key
+from memoryd.platform.errors import NotFound
+from memoryd.platform.redis_keys import LUA_KEY_PART, key_prefix, redis_key
+from memoryd.records.models import JobStatus, utcnow
+from memoryd.records.schemas import JobView
 
 _FINAL = {JobStatus.SUCCEEDED.value, JobStatus.FAILED.value}
 
@@ -125,7 +125,7 @@ def failed_index(tenant_id: str) -> str:
 class JobStore:
     def __init__(self, client: redis.Redis, ttl_s: int, pending_ttl_s: int = 900) -> None:
         """`pending_ttl_s`: how long a job counts as its user's pending write when its end
-        is never recorded (`shared.jobs.pending`)."""
+        is never recorded (`memoryd.jobs.pending`)."""
         self._r = client
         self._ttl = ttl_s
         self._pending_ttl = pending_ttl_s
@@ -151,7 +151,7 @@ return 1
         """Claim the id; False when it already exists (the same idempotency key). With the
         user, the job records their forget epoch and joins their job index.
 
-        `digest`: the request's digest (`shared.records.identity.request_digest`), kept so a repeat
+        `digest`: the request's digest (`memoryd.records.identity.request_digest`), kept so a repeat
         of the key can be told apart from another request under the same key.
         """
         now = utcnow()
@@ -339,7 +339,7 @@ class AsyncJobWaiter:
                 for job_id, (owner, status) in zip(job_ids, rows, strict=True)}
 
     async def pending_of(self, tenant_id: str, user_id: str) -> list[str]:
-        """The user's writes accepted and not yet ended (`shared.jobs.pending`), oldest
+        """The user's writes accepted and not yet ended (`memoryd.jobs.pending`), oldest
         entry first; entries past their TTL no longer count."""
         ids = cast(list[bytes | str], await self._r.zrangebyscore(
             pending_key(tenant_id, user_id), time.time(), "+inf"))

@@ -10,7 +10,7 @@ each user within it, may hold at most a share of the memory queue at once (queue
 running): `MEMORYD_TENANT_WRITE_SHARE` jobs per tenant, `MEMORYD_USER_WRITE_SHARE` per
 user. A write beyond its owner's share *overflows*: it runs on the bulk queue's capacity,
 as if the caller had marked it `"backfill": true` (`command["overflow"]`, read by
-`shared.jobs.names.queue_for`, so a retry, a failed-job retry and crash recovery send it
+`memoryd.jobs.names.queue_for`, so a retry, a failed-job retry and crash recovery send it
 back to the bulk queue too). Another tenant's write then finds a thread free on the
 memory queue; the flooding tenant keeps its share there and the bulk workers besides.
 

@@ -18,8 +18,8 @@ import uuid
 
 from redis.exceptions import RedisError
 
-from shared.jobs.job_store import JobStore
-from shared.platform.logs import get_logger
+from memoryd.jobs.job_store import JobStore
+from memoryd.platform.logs import get_logger
 
 log = get_logger("memoryd.leases")
 

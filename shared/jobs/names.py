@@ -62,7 +62,7 @@ def queue_for(task: TaskName, kwargs: Mapping[str, Any]) -> QueueName:
     """Where a task's message goes: its task's queue, or the bulk queue for a command the
     client marked as backfill (`"backfill": true` on an interaction) or one that overflowed
     its owner's share of the memory queue at enqueue (`"overflow": true`, set by
-    `shared.jobs.enqueue.submit`). Retries and recovery call this too, so a job keeps its
+    `memoryd.jobs.enqueue.submit`). Retries and recovery call this too, so a job keeps its
     queue."""
     command = kwargs.get("command")
     if isinstance(command, Mapping):

@@ -1,6 +1,6 @@
 """Each user's pending writes, for read-your-writes (`consistency: "fresh"` on a read).
 
-`memoryd:jobs:pending:{t}:{u}` (built by `shared.platform.redis_keys`) is a sorted set of
+`memoryd:jobs:pending:{t}:{u}` (built by `memoryd.platform.redis_keys`) is a sorted set of
 the user's job ids that were accepted and have not ended, scored by the Unix time after
 which the entry no longer counts (its acceptance plus `MEMORYD_PENDING_JOB_TTL_S`).
 `JobStore.create` adds the job in the same script that claims it; `mark_succeeded`,
@@ -12,7 +12,7 @@ that time. Only ids and times are kept.
 
 from __future__ import annotations
 
-from shared.platform.redis_keys import LUA_KEY_PART, key_prefix, redis_key
+from memoryd.platform.redis_keys import LUA_KEY_PART, key_prefix, redis_key
 
 PENDING = key_prefix("jobs", "pending")
 

@@ -1,5 +1,5 @@
 """A tenant's recent jobs, whatever their state, newest first: for the admin page's jobs
-view and `GET /v1/jobs/recent` (the failed ones have their own index, `shared.jobs.failed`).
+view and `GET /v1/jobs/recent` (the failed ones have their own index, `memoryd.jobs.failed`).
 
 `memoryd:jobs:recent:{tenant}` is a sorted set of job ids scored by acceptance time.
 `JobStore.create` adds each job in the script that claims it and trims the set to the
@@ -14,8 +14,8 @@ from typing import Any, cast
 
 import redis
 
-from shared.records.models import JobStatus
-from shared.records.schemas import RecentJob, RecentJobPage
+from memoryd.records.models import JobStatus
+from memoryd.records.schemas import RecentJob, RecentJobPage
 
 RECENT = "memoryd:jobs:recent:"
 KEEP = 1000  # entries per tenant: a listing shows at most this many

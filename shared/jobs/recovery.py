@@ -20,7 +20,7 @@ from typing import Any
 from celery import Celery
 from kombu import Connection
 
-from shared.platform.redis_process import pid_alive
+from memoryd.platform.redis_process import pid_alive
 
 RUN_FILE = "worker.run"
 _BATCH = 100

@@ -7,8 +7,8 @@ from typing import Any
 
 from celery import Celery
 
-from shared.jobs.names import TaskName, queue_for
-from shared.jobs.shown import arguments_shown
+from memoryd.jobs.names import TaskName, queue_for
+from memoryd.jobs.shown import arguments_shown
 
 # Publishing to Redis again, briefly, before the caller gives up (the gateway answers 503).
 PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2,

@@ -15,8 +15,8 @@ import redis
 from celery.signals import after_task_publish, task_postrun, task_prerun
 from redis.exceptions import RedisError
 
-from shared.platform.logs import get_logger
-from shared.platform.metrics import count_enqueued, record_task
+from memoryd.platform.logs import get_logger
+from memoryd.platform.metrics import count_enqueued, record_task
 
 log = get_logger("memoryd.metrics")
 

@@ -18,7 +18,7 @@ import threading
 
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 
-from shared.platform.errors import JobTimeLimit
+from memoryd.platform.errors import JobTimeLimit
 
 _abandoned: set[int] = set()
 _lock = threading.Lock()

@@ -1,6 +1,6 @@
 """Chat-model clients (OpenAI-compatible, Ollama native) with one error contract."""
 
-from shared.llm.base import ChatClient, ChatMessage
-from shared.llm.factory import make_chat_client, make_judge_client
+from memoryd.llm.base import ChatClient, ChatMessage
+from memoryd.llm.factory import make_chat_client, make_judge_client
 
 __all__ = ["ChatClient", "ChatMessage", "make_chat_client", "make_judge_client"]

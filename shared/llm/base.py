@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 
-from shared.platform.errors import LLMRateLimited, LLMRejected, LLMUnavailable
-from shared.platform.retry_after import retry_after
+from memoryd.platform.errors import LLMRateLimited, LLMRejected, LLMUnavailable
+from memoryd.platform.retry_after import retry_after
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from shared.llm.base import ChatClient
-from shared.llm.ollama_chat import OllamaChat
-from shared.llm.openai_chat import OpenAIChat
-from shared.platform.settings import Settings
+from memoryd.llm.base import ChatClient
+from memoryd.llm.ollama_chat import OllamaChat
+from memoryd.llm.openai_chat import OpenAIChat
+from memoryd.platform.settings import Settings
 
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.llm.base import ChatClient, ChatMessage
-from shared.platform.errors import LLMUnavailable
+from memoryd.llm.base import ChatClient, ChatMessage
+from memoryd.platform.errors import LLMUnavailable
 
 
 class OpenAIChat(ChatClient):

@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
-from shared.extraction.ask import ask_json
-from shared.extraction.llm_prompt import judge_messages
-from shared.llm.base import ChatClient
-from shared.memories.versions import version_chain
-from shared.memories.writes import dedup_threshold
-from shared.platform.settings import Settings
-from shared.records.schemas import SearchHit
+from memoryd.extraction.ask import ask_json
+from memoryd.extraction.llm_prompt import judge_messages
+from memoryd.llm.base import ChatClient
+from memoryd.memories.versions import version_chain
+from memoryd.memories.writes import dedup_threshold
+from memoryd.platform.settings import Settings
+from memoryd.records.schemas import SearchHit
 
 # Measured with e5-small: changed facts score 0.86 ("I live in Berlin" / "I moved to
 # Munich") to 0.97 ("I prefer dark mode" / "… light mode"); unrelated facts of one user

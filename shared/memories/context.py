@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.embeddings.parts import split_parts
-from shared.memories import reads
-from shared.records.models import MemoryKind, Owner, Role
-from shared.records.schemas import (
+from memoryd.embeddings.parts import split_parts
+from memoryd.memories import reads
+from memoryd.records.models import MemoryKind, Owner, Role
+from memoryd.records.schemas import (
     BlockLanguage,
     ContextItem,
     ContextLanguage,
@@ -30,15 +30,15 @@ from shared.records.schemas import (
     SearchHit,
     SearchRequest,
 )
-from shared.retrieval.context_block import detect_language, episode_line, format_line, pack
-from shared.retrieval.context_tokens import TokenCounter, default_counter
+from memoryd.retrieval.context_block import detect_language, episode_line, format_line, pack
+from memoryd.retrieval.context_tokens import TokenCounter, default_counter
 
 # The search sees the query and up to this many of the latest user turns, within this many
 # characters: enough to resolve "what about her?", short enough to stay about the query.
 SEARCH_USER_TURNS = 2
 SEARCH_QUERY_CHARS = 1000
 
-# What enters the block (`admitted`), on the calibrated score (`shared.retrieval.scoring`):
+# What enters the block (`admitted`), on the calibrated score (`memoryd.retrieval.scoring`):
 # - the best hit opens the block when it reaches `OPENS`. Measured on MADial zh's candidate
 #   lists (docs/decisions/0027-what-enters-the-context-block.md), the best hit's own score
 #   tells a user who has the evidence from one who has not far better (AUC 0.84) than how

@@ -38,10 +38,10 @@ import redis
 from celery import Celery
 from redis.exceptions import RedisError, ResponseError
 
-from shared.jobs.names import TaskName
-from shared.jobs.send import send
-from shared.platform.logs import get_logger
-from shared.platform.redis_keys import redis_key
+from memoryd.jobs.names import TaskName
+from memoryd.jobs.send import send
+from memoryd.platform.logs import get_logger
+from memoryd.platform.redis_keys import redis_key
 
 log = get_logger("memoryd.erasure")
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import uuid
 
-from shared.index.generations import AuditTrail
-from shared.memories.conflicts import version_chain
-from shared.platform.errors import NotFound
-from shared.records.models import Owner
-from shared.records.schemas import HistoryEvent, MemoryHistory
-from shared.store import Store
+from memoryd.index.generations import AuditTrail
+from memoryd.memories.conflicts import version_chain
+from memoryd.platform.errors import NotFound
+from memoryd.records.models import Owner
+from memoryd.records.schemas import HistoryEvent, MemoryHistory
+from memoryd.store import Store
 
 
 def memory_history(store: Store, audit: AuditTrail, owner: Owner, memory_id: str) -> MemoryHistory:

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from shared.embeddings.parts import MemoryVector
-from shared.extraction.ask import ask_json
-from shared.extraction.forget_intent import has_forget_intent
-from shared.extraction.interaction import episode_candidates, message_source
-from shared.extraction.llm_prompt import extraction_messages
-from shared.extraction.operations import (
+from memoryd.embeddings.parts import MemoryVector
+from memoryd.extraction.ask import ask_json
+from memoryd.extraction.forget_intent import has_forget_intent
+from memoryd.extraction.interaction import episode_candidates, message_source
+from memoryd.extraction.llm_prompt import extraction_messages
+from memoryd.extraction.operations import (
     Action,
     Dropped,
     Planned,
@@ -25,25 +25,25 @@ from shared.extraction.operations import (
     Said,
     validate_operations,
 )
-from shared.extraction.redaction import redact
-from shared.llm import ChatClient
-from shared.memories.conflicts import Verdict, conflict_band, in_band, judge
-from shared.memories.reads import visibility
-from shared.memories.writes import (
+from memoryd.extraction.redaction import redact
+from memoryd.llm import ChatClient
+from memoryd.memories.conflicts import Verdict, conflict_band, in_band, judge
+from memoryd.memories.reads import visibility
+from memoryd.memories.writes import (
     MemoryWriter,
     WriteResult,
     range_conditions,
     same_numbers,
     with_dropped,
 )
-from shared.platform import failpoints
-from shared.platform.errors import ExtractorUnavailable
-from shared.records.candidate import Candidate
-from shared.records.commands import IngestCommand
-from shared.records.identity import content_hash
-from shared.records.models import MemoryKind, MemoryRecord, MemoryType, Owner, Role, Source
-from shared.records.schemas import Message
-from shared.store.conditions import Match, NoneOf
+from memoryd.platform import failpoints
+from memoryd.platform.errors import ExtractorUnavailable
+from memoryd.records.candidate import Candidate
+from memoryd.records.commands import IngestCommand
+from memoryd.records.identity import content_hash
+from memoryd.records.models import MemoryKind, MemoryRecord, MemoryType, Owner, Role, Source
+from memoryd.records.schemas import Message
+from memoryd.store.conditions import Match, NoneOf
 
 ACTOR = "llm"
 

@@ -12,10 +12,10 @@ from contextlib import contextmanager
 import redis
 from redis.exceptions import LockError, RedisError
 
-from shared.platform.errors import LockTimeout
-from shared.platform.redis_keys import redis_key
-from shared.platform.redis_process import pid_alive
-from shared.records.models import Owner
+from memoryd.platform.errors import LockTimeout
+from memoryd.platform.redis_keys import redis_key
+from memoryd.platform.redis_process import pid_alive
+from memoryd.records.models import Owner
 
 # Compare-and-delete: only the exact dead holder's token is removed, never a new holder's.
 _BREAK = """

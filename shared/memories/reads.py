@@ -14,14 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from shared.embeddings import Embedder
-from shared.memories.conflicts import order_conflicts
-from shared.memories.retention import live_conditions
-from shared.platform.errors import InvalidInput, NotFound
-from shared.platform.script_share import cjk_share
-from shared.platform.settings import Settings
-from shared.records.models import MemoryKind, MemoryRecord, MemoryType, Owner, Scope, utcnow
-from shared.records.schemas import (
+from memoryd.embeddings import Embedder
+from memoryd.memories.conflicts import order_conflicts
+from memoryd.memories.retention import live_conditions
+from memoryd.platform.errors import InvalidInput, NotFound
+from memoryd.platform.script_share import cjk_share
+from memoryd.platform.settings import Settings
+from memoryd.records.models import MemoryKind, MemoryRecord, MemoryType, Owner, Scope, utcnow
+from memoryd.records.schemas import (
     MemoryPage,
     MemoryView,
     SearchHit,
@@ -29,13 +29,13 @@ from shared.records.schemas import (
     SearchRequest,
     SearchResponse,
 )
-from shared.retrieval import scoring
-from shared.retrieval.keywords import query_keyword_vector
-from shared.retrieval.query_text import read_query
-from shared.retrieval.rerank import HttpReranker
-from shared.retrieval.time_cues import TimeCues, read_time_cues
-from shared.store import DENSE, PARTS, SPARSE, RankedLists, Store, VectorQuery
-from shared.store.conditions import (
+from memoryd.retrieval import scoring
+from memoryd.retrieval.keywords import query_keyword_vector
+from memoryd.retrieval.query_text import read_query
+from memoryd.retrieval.rerank import HttpReranker
+from memoryd.retrieval.time_cues import TimeCues, read_time_cues
+from memoryd.store import DENSE, PARTS, SPARSE, RankedLists, Store, VectorQuery
+from memoryd.store.conditions import (
     AllOf,
     AnyOf,
     Between,
@@ -45,7 +45,7 @@ from shared.store.conditions import (
     NoneOf,
     OneOf,
 )
-from shared.store.scoring_table import union_ids
+from memoryd.store.scoring_table import union_ids
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,13 @@ from typing import Any
 
 from redis import Redis
 
-from shared.index.generations import IndexRouter
-from shared.memories.erasure import Erasure, after_forget
-from shared.memories.locks import user_lock
-from shared.platform.logs import get_logger
-from shared.platform.settings import Settings, parse_tenant_days
-from shared.records.models import AuditEvent, AuditKind, Owner, utcnow
-from shared.store.conditions import AllOf, AnyOf, Between, Condition, IdIn, Match, NoneOf
+from memoryd.index.generations import IndexRouter
+from memoryd.memories.erasure import Erasure, after_forget
+from memoryd.memories.locks import user_lock
+from memoryd.platform.logs import get_logger
+from memoryd.platform.settings import Settings, parse_tenant_days
+from memoryd.records.models import AuditEvent, AuditKind, Owner, utcnow
+from memoryd.store.conditions import AllOf, AnyOf, Between, Condition, IdIn, Match, NoneOf
 
 log = get_logger("memoryd.retention")
 

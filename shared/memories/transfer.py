@@ -17,14 +17,14 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from shared.jobs.forgetting import candidate_id
-from shared.memories.reads import ReadPath, list_memories
-from shared.memories.writes import MemoryWriter
-from shared.platform.errors import InvalidInput, PayloadTooLarge
-from shared.platform.settings import Settings
-from shared.records.candidate import Candidate
-from shared.records.commands import Command
-from shared.records.models import (
+from memoryd.jobs.forgetting import candidate_id
+from memoryd.memories.reads import ReadPath, list_memories
+from memoryd.memories.writes import MemoryWriter
+from memoryd.platform.errors import InvalidInput, PayloadTooLarge
+from memoryd.platform.settings import Settings
+from memoryd.records.candidate import Candidate
+from memoryd.records.commands import Command
+from memoryd.records.models import (
     MemoryKind,
     MemorySource,
     MemoryType,
@@ -34,8 +34,8 @@ from shared.records.models import (
     UtcDatetime,
     as_utc,
 )
-from shared.records.schemas import Content, Identifier, Metadata, SaveRequest, Scoped, Tag
-from shared.tenancy.limits import check_save
+from memoryd.records.schemas import Content, Identifier, Metadata, SaveRequest, Scoped, Tag
+from memoryd.tenancy.limits import check_save
 
 EXPORT_PAGE = 200
 # Records written per user-lock hold: a long import must not starve live writes.

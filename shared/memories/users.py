@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shared.records.schemas import UserPage, UserSummary
-from shared.store import Store
+from memoryd.records.schemas import UserPage, UserSummary
+from memoryd.store import Store
 
 # Qdrant counts values with a facet, which returns at most this many; a tenant with more
 # users sees the first ones by memory count (the page says so with `next_cursor`).

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shared.records.models import Owner
-from shared.store import Store
+from memoryd.records.models import Owner
+from memoryd.store import Store
 
 
 def version_chain(store: Store, owner: Owner, memory_id: str, limit: int = 50) -> list[str]:

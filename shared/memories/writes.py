@@ -16,28 +16,28 @@ from typing import Any
 import numpy as np
 from redis import Redis
 
-from shared.embeddings.parts import MemoryVector, embed_memories
-from shared.extraction.interaction import candidates_for
-from shared.extraction.redaction import redact
-from shared.index.generations import View
-from shared.jobs.forgetting import ForgetSpan, record_forget, refuse_forgotten, scrub_jobs
-from shared.memories.erasure import Erasure, after_forget
-from shared.memories.locks import user_lock
-from shared.memories.retention import live_conditions
-from shared.memories.versions import version_chain
-from shared.platform import failpoints
-from shared.platform.errors import NotFound
-from shared.platform.settings import Settings
-from shared.records.candidate import Candidate
-from shared.records.commands import (
+from memoryd.embeddings.parts import MemoryVector, embed_memories
+from memoryd.extraction.interaction import candidates_for
+from memoryd.extraction.redaction import redact
+from memoryd.index.generations import View
+from memoryd.jobs.forgetting import ForgetSpan, record_forget, refuse_forgotten, scrub_jobs
+from memoryd.memories.erasure import Erasure, after_forget
+from memoryd.memories.locks import user_lock
+from memoryd.memories.retention import live_conditions
+from memoryd.memories.versions import version_chain
+from memoryd.platform import failpoints
+from memoryd.platform.errors import NotFound
+from memoryd.platform.settings import Settings
+from memoryd.records.candidate import Candidate
+from memoryd.records.commands import (
     DeleteCommand,
     ForgetCommand,
     IngestCommand,
     SaveCommand,
     UpdateCommand,
 )
-from shared.records.identity import content_hash, event_id, keyed_memory_id, memory_id, turn_id
-from shared.records.models import (
+from memoryd.records.identity import content_hash, event_id, keyed_memory_id, memory_id, turn_id
+from memoryd.records.models import (
     AuditEvent,
     AuditKind,
     DuplicateKind,
@@ -53,11 +53,11 @@ from shared.records.models import (
     merge_sources,
     utcnow,
 )
-from shared.records.schemas import MemoryView, SaveResult
-from shared.retrieval.keywords import keyword_vector
-from shared.store import PointData
-from shared.store.conditions import AnyOf, Between, Condition, Match, NoneOf
-from shared.webhooks.service import forget_user_deliveries
+from memoryd.records.schemas import MemoryView, SaveResult
+from memoryd.retrieval.keywords import keyword_vector
+from memoryd.store import PointData
+from memoryd.store.conditions import AnyOf, Between, Condition, Match, NoneOf
+from memoryd.webhooks.service import forget_user_deliveries
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from shared.platform.logs import mask_url_passwords
+from memoryd.platform.logs import mask_url_passwords
 
 
 def field_path(parts: Iterable[Any]) -> str:

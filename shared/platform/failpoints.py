@@ -19,8 +19,8 @@ import os
 import time
 from pathlib import Path
 
-from shared.platform.errors import ConfigurationError
-from shared.platform.settings import Settings
+from memoryd.platform.errors import ConfigurationError
+from memoryd.platform.settings import Settings
 
 STORE_UPSERT = "store.upsert"
 EMBED_DOCUMENTS = "embed.documents"

@@ -61,7 +61,7 @@ def _message_shown(exc: BaseException) -> bool:
         return True
     for cls in type(exc).__mro__:
         module = cls.__module__ or ""
-        if module == "shared.platform.errors" and cls.__name__ == "AppError":
+        if module == "memoryd.platform.errors" and cls.__name__ == "AppError":
             return True
         if module.startswith(_SHOWN_MODULES) and cls is type(exc):
             return True

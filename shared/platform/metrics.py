@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from shared.platform.logs import get_logger
+from memoryd.platform.logs import get_logger
 
 log = get_logger("memoryd.metrics")
 

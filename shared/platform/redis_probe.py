@@ -14,8 +14,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from shared.platform.logs import mask_url_passwords
-from shared.platform.redis_process import pid_alive
+from memoryd.platform.logs import mask_url_passwords
+from memoryd.platform.redis_process import pid_alive
 
 __all__ = [
     "Probe",
@@ -91,7 +91,7 @@ def is_loopback(host: str | None) -> bool:
 
 
 def redact(url: str) -> str:
-    """The URL with its password masked (`shared.platform.logs.mask_url_passwords`)."""
+    """The URL with its password masked (`memoryd.platform.logs.mask_url_passwords`)."""
     return mask_url_passwords(url)
 
 

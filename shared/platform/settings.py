@@ -22,7 +22,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from shared.platform.logs import mask_url_passwords
+from memoryd.platform.logs import mask_url_passwords
 
 PLACEHOLDER_SECRETS = {"changeme", "change-me", "secret", "placeholder", "xxx"}
 

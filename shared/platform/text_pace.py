@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from shared.platform.settings import get_settings
+from memoryd.platform.settings import get_settings
 
 T = TypeVar("T")
 

@@ -1,4 +1,4 @@
 """The OpenAI-compatible memory proxy (issue 21 §2): a chat-completions request gets the
 user's memory context as a system message, goes to the configured upstream unchanged
 otherwise, and the finished turn is enqueued as an interaction. Thin over
-`shared.memories.context` (reads) and `shared.jobs.enqueue` (writes)."""
+`memoryd.memories.context` (reads) and `memoryd.jobs.enqueue` (writes)."""

@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from shared.records.models import Role
-from shared.records.schemas import Message
+from memoryd.records.models import Role
+from memoryd.records.schemas import Message
 
 # The roles that may open a conversation with instructions; the memory block goes after
 # the leading run of them, so the client's own instructions stay first.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.platform.errors import AppError
+from memoryd.platform.errors import AppError
 
 
 class ProxyNotConfigured(AppError):

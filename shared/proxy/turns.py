@@ -1,7 +1,7 @@
 """A chat turn through the proxy: the memory it reads before, the interaction it leaves after.
 
-Both go through the services the REST API uses: `shared.memories.context.build_context`
-(as POST /v1/context) and `shared.jobs.enqueue.submit` (as POST /v1/interactions).
+Both go through the services the REST API uses: `memoryd.memories.context.build_context`
+(as POST /v1/context) and `memoryd.jobs.enqueue.submit` (as POST /v1/interactions).
 """
 
 from __future__ import annotations
@@ -14,19 +14,19 @@ from typing import Any
 
 from celery import Celery
 
-from shared.extraction.interaction import EPISODE_ROLES
-from shared.jobs.enqueue import submit
-from shared.jobs.job_store import JobStore
-from shared.jobs.lanes import Lanes
-from shared.jobs.names import TaskName
-from shared.memories import context
-from shared.memories.reads import ReadPath
-from shared.platform.errors import IdempotencyConflict
-from shared.platform.settings import Settings
-from shared.records.commands import IngestCommand
-from shared.records.identity import job_id_for
-from shared.records.models import ExtractMode, Owner, Role
-from shared.records.schemas import (
+from memoryd.extraction.interaction import EPISODE_ROLES
+from memoryd.jobs.enqueue import submit
+from memoryd.jobs.job_store import JobStore
+from memoryd.jobs.lanes import Lanes
+from memoryd.jobs.names import TaskName
+from memoryd.memories import context
+from memoryd.memories.reads import ReadPath
+from memoryd.platform.errors import IdempotencyConflict
+from memoryd.platform.settings import Settings
+from memoryd.records.commands import IngestCommand
+from memoryd.records.identity import job_id_for
+from memoryd.records.models import ExtractMode, Owner, Role
+from memoryd.records.schemas import (
     ContextRequest,
     ContextResponse,
     InteractionRequest,
@@ -34,7 +34,7 @@ from shared.records.schemas import (
     Message,
     normalize_text,
 )
-from shared.tenancy.limits import check_context, check_interaction
+from memoryd.tenancy.limits import check_context, check_interaction
 
 
 def proxy_context(

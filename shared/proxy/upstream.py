@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 
-from shared.platform.settings import Settings
-from shared.proxy.errors import ProxyNotConfigured, UpstreamTimeout, UpstreamUnreachable
+from memoryd.platform.settings import Settings
+from memoryd.proxy.errors import ProxyNotConfigured, UpstreamTimeout, UpstreamUnreachable
 
 # Response headers worth passing back to the caller: the body's type and the provider's
 # rate-limit advice (Retry-After on a 429 is what the openai client backs off by).

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from shared.records.models import MemoryKind, MemorySource, MemoryType, Role, Source
+from memoryd.records.models import MemoryKind, MemorySource, MemoryType, Role, Source
 
 
 @dataclass

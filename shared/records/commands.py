@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, field_serializer, model_validator
 
-from shared.records.models import ExtractMode, MemoryType, Owner, Role, Scope, Source
-from shared.records.schemas import InteractionRequest, Message, SaveRequest, UpdateRequest
+from memoryd.records.models import ExtractMode, MemoryType, Owner, Role, Scope, Source
+from memoryd.records.schemas import InteractionRequest, Message, SaveRequest, UpdateRequest
 
 
 class Command(BaseModel):

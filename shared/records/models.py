@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from shared.platform.script_share import cjk_share
+from memoryd.platform.script_share import cjk_share
 
 
 class MemoryType(StrEnum):

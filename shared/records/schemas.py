@@ -1,7 +1,7 @@
 """Wire schemas: what the HTTP API accepts and returns (the Python client reuses them).
 
 Static bounds live here; bounds that are settings (message size, counts) are
-checked in `shared.tenancy.limits`, so the error names the field either way.
+checked in `memoryd.tenancy.limits`, so the error names the field either way.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from shared.records.models import (
+from memoryd.records.models import (
     DuplicateKind,
     ExtractMode,
     JobStatus,

@@ -21,11 +21,11 @@ from celery import Celery
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
-from shared.jobs.names import QUEUE_OF, TaskName
-from shared.platform.logs import get_logger
-from shared.platform.redis_keys import key_part, redis_key
-from shared.records.models import Owner, utcnow
-from shared.store import Store
+from memoryd.jobs.names import QUEUE_OF, TaskName
+from memoryd.platform.logs import get_logger
+from memoryd.platform.redis_keys import key_part, redis_key
+from memoryd.records.models import Owner, utcnow
+from memoryd.store import Store
 
 log = get_logger("memoryd.access")
 
@@ -77,7 +77,7 @@ class PayloadWrites(Protocol):
 
 
 class WriteView(Protocol):
-    """What a write region yields (`shared.index.generations.View`): the generation's store
+    """What a write region yields (`memoryd.index.generations.View`): the generation's store
     to read and its fenced writes."""
 
     @property

@@ -1,6 +1,6 @@
 """The context block: which language it is written in, how a memory reads, what fits the budget.
 
-Pure functions, no I/O: `shared.memories.context` feeds them search hits.
+Pure functions, no I/O: `memoryd.memories.context` feeds them search hits.
 
 A memory is text a user (or anyone who could write to their memories) once typed, and the
 block goes into a model's prompt: it must read as data, never as instructions. So the block
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
-from shared.records.models import Role
-from shared.records.schemas import BlockLanguage
+from memoryd.records.models import Role
+from memoryd.records.schemas import BlockLanguage
 
 # The block's first line: what the quoted lines are and that they are not instructions. One
 # line, so the block is always the preamble plus one line per memory.

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.embeddings.local import e5_model
-from shared.platform.logs import get_logger
+from memoryd.embeddings.local import e5_model
+from memoryd.platform.logs import get_logger
 
 log = get_logger("memoryd.context")
 

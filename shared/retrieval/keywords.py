@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import snowballstemmer
 
-from shared.embeddings.parts import split_parts
+from memoryd.embeddings.parts import split_parts
 
 _WORD = re.compile(r"[0-9a-z]+(?:['’][a-z]+)?|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 

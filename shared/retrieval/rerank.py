@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from shared.platform.errors import ConfigurationError, RerankerNotConfigured, RerankerUnavailable
-from shared.platform.settings import Settings
+from memoryd.platform.errors import ConfigurationError, RerankerNotConfigured, RerankerUnavailable
+from memoryd.platform.settings import Settings
 
 
 class _Result(BaseModel):

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from shared.records.schemas import ScoreExplanation, SearchMode
-from shared.retrieval.time_cues import TimeCues, newness, window_closeness
-from shared.store import RankedLists
-from shared.store.scoring_table import (
+from memoryd.records.schemas import ScoreExplanation, SearchMode
+from memoryd.retrieval.time_cues import TimeCues, newness, window_closeness
+from memoryd.store import RankedLists
+from memoryd.store.scoring_table import (
     ACCESS,
     CJK,
     IMPORTANCE,

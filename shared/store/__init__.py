@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shared.platform.settings import Settings
-from shared.store.base import (
+from memoryd.platform.settings import Settings
+from memoryd.store.base import (
     DENSE,
     PARTS,
     SPARSE,
@@ -12,15 +12,15 @@ from shared.store.base import (
     StoredPoint,
     VectorQuery,
 )
-from shared.store.edge import EdgeStore
-from shared.store.scoring_table import SCORING_FIELDS, RankedLists
+from memoryd.store.edge import EdgeStore
+from memoryd.store.scoring_table import SCORING_FIELDS, RankedLists
 
 
 def make_store(settings: Settings) -> Store:
     if settings.store_backend == "qdrant":
         # Imported only when chosen: qdrant-client takes seconds to import, and the embedded
         # mode (Qdrant Edge) never uses it.
-        from shared.store.client import QdrantClientStore  # noqa: PLC0415
+        from memoryd.store.client import QdrantClientStore  # noqa: PLC0415
 
         return QdrantClientStore(
             settings.collection,

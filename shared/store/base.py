@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from shared.platform import failpoints
-from shared.platform.errors import EmbeddingModelMismatch
-from shared.records.models import AuditEvent, Owner
-from shared.store.conditions import AllOf, AnyOf, Between, Condition, IdIn, Match, NoneOf
-from shared.store.scoring_table import (
+from memoryd.platform import failpoints
+from memoryd.platform.errors import EmbeddingModelMismatch
+from memoryd.records.models import AuditEvent, Owner
+from memoryd.store.conditions import AllOf, AnyOf, Between, Condition, IdIn, Match, NoneOf
+from memoryd.store.scoring_table import (
     SCORING_FIELDS,
     RankedLists,
     ScoringTable,

@@ -13,9 +13,9 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from shared.platform.errors import StoreRejected, StoreUnavailable
-from shared.records.models import AuditEvent
-from shared.store.base import (
+from memoryd.platform.errors import StoreRejected, StoreUnavailable
+from memoryd.records.models import AuditEvent
+from memoryd.store.base import (
     AUDIT_INDEXES,
     AUDIT_META_ID,
     DENSE,
@@ -30,7 +30,7 @@ from shared.store.base import (
     audit_point_id,
     stored_point,
 )
-from shared.store.conditions import (
+from memoryd.store.conditions import (
     AllOf,
     AnyOf,
     Between,

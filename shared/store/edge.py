@@ -14,10 +14,10 @@ from typing import Any, cast
 import numpy as np
 import qdrant_edge as qe
 
-from shared.platform.errors import ConfigurationError, StoreUnavailable
-from shared.platform.logs import get_logger
-from shared.records.models import AuditEvent
-from shared.store.base import (
+from memoryd.platform.errors import ConfigurationError, StoreUnavailable
+from memoryd.platform.logs import get_logger
+from memoryd.records.models import AuditEvent
+from memoryd.store.base import (
     AUDIT_INDEXES,
     AUDIT_META_ID,
     DENSE,
@@ -32,7 +32,7 @@ from shared.store.base import (
     audit_point_id,
     stored_point,
 )
-from shared.store.conditions import (
+from memoryd.store.conditions import (
     AllOf,
     AnyOf,
     Between,
@@ -45,7 +45,7 @@ from shared.store.conditions import (
     is_datetime_range,
     iso,
 )
-from shared.store.scoring_table import (
+from memoryd.store.scoring_table import (
     SCORING_FIELDS,
     RankedLists,
     ScoringCache,

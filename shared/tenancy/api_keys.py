@@ -23,10 +23,10 @@ from enum import StrEnum
 import redis
 from pydantic import BaseModel
 
-from shared.platform.errors import Forbidden, InvalidInput, NotFound, Unauthorized
-from shared.platform.redis_keys import redis_key
-from shared.records.models import utcnow
-from shared.tenancy.auth import OPERATOR_TENANT, KeyRing, key_digest, tenant_problem
+from memoryd.platform.errors import Forbidden, InvalidInput, NotFound, Unauthorized
+from memoryd.platform.redis_keys import redis_key
+from memoryd.records.models import utcnow
+from memoryd.tenancy.auth import OPERATOR_TENANT, KeyRing, key_digest, tenant_problem
 
 
 class KeyScope(StrEnum):

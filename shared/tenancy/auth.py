@@ -8,9 +8,9 @@ import re
 import secrets
 from pathlib import Path
 
-from shared.platform.errors import ConfigurationError, Unauthorized
-from shared.platform.private_dirs import make_private_dir, write_private_file
-from shared.platform.settings import Settings
+from memoryd.platform.errors import ConfigurationError, Unauthorized
+from memoryd.platform.private_dirs import make_private_dir, write_private_file
+from memoryd.platform.settings import Settings
 
 # The pseudo-tenant of operator keys: store-wide jobs (re-embedding) are recorded under it.
 # No tenant key may name it, so no tenant can read those jobs.

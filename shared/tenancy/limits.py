@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from shared.platform.errors import InvalidInput, PayloadTooLarge
-from shared.platform.settings import Settings
-from shared.records.schemas import (
+from memoryd.platform.errors import InvalidInput, PayloadTooLarge
+from memoryd.platform.settings import Settings
+from memoryd.records.schemas import (
     ContextRequest,
     InteractionRequest,
     Message,

@@ -19,9 +19,9 @@ import time
 import redis
 from redis.exceptions import RedisError
 
-from shared.platform.errors import RateLimited
-from shared.platform.logs import get_logger
-from shared.platform.redis_keys import redis_key
+from memoryd.platform.errors import RateLimited
+from memoryd.platform.logs import get_logger
+from memoryd.platform.redis_keys import redis_key
 
 log = get_logger("memoryd.rate_limit")
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from shared.extraction.llm_prompt import read_transcript
+from memoryd.extraction.llm_prompt import read_transcript
 
 
 @dataclass(frozen=True)

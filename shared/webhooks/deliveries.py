@@ -20,10 +20,10 @@ from typing import Any
 
 import redis
 
-from shared.jobs.forgetting import blank_text
-from shared.platform.redis_keys import key_prefix, redis_key
-from shared.records.models import utcnow
-from shared.records.webhooks import DeliveryStatus, DeliveryView
+from memoryd.jobs.forgetting import blank_text
+from memoryd.platform.redis_keys import key_prefix, redis_key
+from memoryd.records.models import utcnow
+from memoryd.records.webhooks import DeliveryStatus, DeliveryView
 
 _PREFIX = key_prefix("webhook", "delivery")
 

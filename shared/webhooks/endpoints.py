@@ -15,11 +15,11 @@ from datetime import datetime
 import redis
 from pydantic import BaseModel
 
-from shared.platform.errors import InvalidInput, NotFound
-from shared.platform.redis_keys import redis_key
-from shared.records.models import utcnow
-from shared.records.webhooks import EventKind, WebhookCreate, WebhookCreated, WebhookView
-from shared.webhooks.signing import new_secret
+from memoryd.platform.errors import InvalidInput, NotFound
+from memoryd.platform.redis_keys import redis_key
+from memoryd.records.models import utcnow
+from memoryd.records.webhooks import EventKind, WebhookCreate, WebhookCreated, WebhookView
+from memoryd.webhooks.signing import new_secret
 
 
 class Endpoint(BaseModel):

@@ -12,8 +12,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.records.models import utcnow
-from shared.records.webhooks import EventData, EventKind, WebhookEvent
+from memoryd.records.models import utcnow
+from memoryd.records.webhooks import EventData, EventKind, WebhookEvent
 
 _NAMESPACE = uuid.UUID("6f1c1d0e-3a5b-5c42-9d7e-2b8f4e6a9c01")
 _OUTCOMES = {"added": EventKind.MEMORY_ADDED, "updated": EventKind.MEMORY_UPDATED,

@@ -18,24 +18,24 @@ import httpx
 import redis
 from celery import Celery
 
-from shared.jobs.names import TaskName
-from shared.jobs.send import send
-from shared.platform.errors import InvalidInput, NotFound
-from shared.platform.logs import get_logger
-from shared.platform.settings import Settings
-from shared.records.models import utcnow
-from shared.records.webhooks import (
+from memoryd.jobs.names import TaskName
+from memoryd.jobs.send import send
+from memoryd.platform.errors import InvalidInput, NotFound
+from memoryd.platform.logs import get_logger
+from memoryd.platform.settings import Settings
+from memoryd.records.models import utcnow
+from memoryd.records.webhooks import (
     DeliveryList,
     DeliveryStatus,
     WebhookCreate,
     WebhookCreated,
     WebhookList,
 )
-from shared.webhooks import signing
-from shared.webhooks.deliveries import DeliveryLog
-from shared.webhooks.endpoints import EndpointStore
-from shared.webhooks.events import JobEnd, events_of
-from shared.webhooks.urls import Resolver, UrlPolicy, check_url, system_resolver, target
+from memoryd.webhooks import signing
+from memoryd.webhooks.deliveries import DeliveryLog
+from memoryd.webhooks.endpoints import EndpointStore
+from memoryd.webhooks.events import JobEnd, events_of
+from memoryd.webhooks.urls import Resolver, UrlPolicy, check_url, system_resolver, target
 
 log = get_logger("memoryd.webhooks")
 

@@ -25,9 +25,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-from shared.platform.errors import InvalidInput
-from shared.platform.settings import Settings
-from shared.records.webhooks import URL_MAX_CHARS
+from memoryd.platform.errors import InvalidInput
+from memoryd.platform.settings import Settings
+from memoryd.records.webhooks import URL_MAX_CHARS
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network

@@ -20,13 +20,13 @@ import pytest
 from conftest import KEY_A
 from helpers import save, wait_job
 
-from shared.jobs.enqueue import submit
-from shared.jobs.names import TaskName
-from shared.records.commands import UpdateCommand
-from shared.records.identity import content_hash, memory_id
-from shared.records.models import utcnow
-from shared.records.schemas import UpdateRequest
-from shared.tenancy.api_keys import ApiKeyStore, KeyScope
+from memoryd.jobs.enqueue import submit
+from memoryd.jobs.names import TaskName
+from memoryd.records.commands import UpdateCommand
+from memoryd.records.identity import content_hash, memory_id
+from memoryd.records.models import utcnow
+from memoryd.records.schemas import UpdateRequest
+from memoryd.tenancy.api_keys import ApiKeyStore, KeyScope
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"

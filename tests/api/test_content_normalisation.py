@@ -7,7 +7,7 @@ import httpx
 import pytest
 from helpers import save, wait_job
 
-from shared.records.schemas import normalize_text
+from memoryd.records.schemas import normalize_text
 
 DIRTY = "\u200bMy\x02 dentist is Dr\x7f Okafor\ufeff,\tsince 2019\r\n\u2060"
 CLEAN = "My dentist is Dr Okafor,\tsince 2019\r\n"

@@ -12,9 +12,9 @@ import pytest
 from conftest import KEY_A
 from helpers import save
 
-from shared.records.schemas import BlockLanguage
-from shared.retrieval.context_block import HEADERS
-from shared.retrieval.context_tokens import default_counter
+from memoryd.records.schemas import BlockLanguage
+from memoryd.retrieval.context_block import HEADERS
+from memoryd.retrieval.context_tokens import default_counter
 
 SUPPORT_GROUP = "Caroline went to a LGBTQ support group"
 HOT_POT = "用户喜欢吃火锅"

@@ -9,12 +9,12 @@ from typing import Any
 import httpx
 from helpers import save, wait_job
 
-from shared.jobs.enqueue import submit
-from shared.jobs.names import TaskName
-from shared.records.commands import UpdateCommand
-from shared.records.identity import content_hash, memory_id
-from shared.records.models import utcnow
-from shared.records.schemas import UpdateRequest
+from memoryd.jobs.enqueue import submit
+from memoryd.jobs.names import TaskName
+from memoryd.records.commands import UpdateCommand
+from memoryd.records.identity import content_hash, memory_id
+from memoryd.records.models import utcnow
+from memoryd.records.schemas import UpdateRequest
 
 
 def failing_update(stack: Any, user: str, content: str) -> tuple[str, str]:

@@ -15,8 +15,8 @@ import redis
 from conftest import redis_db_url, stack_settings
 from helpers import wait_job
 
-from shared.jobs.names import QueueName
-from shared.tenancy.api_keys import ApiKeyStore, parse_scopes
+from memoryd.jobs.names import QueueName
+from memoryd.tenancy.api_keys import ApiKeyStore, parse_scopes
 
 DB = 15
 
@@ -53,7 +53,7 @@ def _not_ended(api: httpx.Client, jobs: list[str]) -> int:
 def own_stack(redis_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A stack of its own: the floods are left queued when it stops, instead of holding
     the session stack's threads (or a drain taking minutes) after the test."""
-    from workers.stack import EmbeddedStack
+    from memoryd.workers.stack import EmbeddedStack
 
     url = redis_db_url(redis_server, DB)
     settings = stack_settings(tmp_path_factory.mktemp("fair"), url, worker_stop_grace_s=1.0)

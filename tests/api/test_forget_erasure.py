@@ -12,11 +12,11 @@ import httpx
 import pytest
 from helpers import wait_job
 
+from memoryd.platform import failpoints
 from ops.chaos.common import FakeOpenAIEmbeddings
 from ops.chaos.erasure import forgotten_text_erased
 from ops.chaos.procs import UpStack
 from ops.stack import wait_until
-from shared.platform import failpoints
 
 
 def enqueue_save(api: httpx.Client, user: str, content: str, **fields: Any) -> str:
@@ -176,9 +176,9 @@ def test_forgotten_markers_leave_every_byte_on_disk(
 def test_beat_schedules_the_compaction_at_the_bound() -> None:
     from celery import Celery
 
-    from shared.jobs.celery_app import configure
-    from shared.jobs.names import QUEUE_OF, TaskName
-    from shared.platform.settings import Settings
+    from memoryd.jobs.celery_app import configure
+    from memoryd.jobs.names import QUEUE_OF, TaskName
+    from memoryd.platform.settings import Settings
 
     app = Celery("probe", set_as_current=False)
     configure(app, Settings(erasure_compaction_s=120))

@@ -16,8 +16,8 @@ import httpx
 import pytest
 from helpers import save, wait_job
 
-from shared.memories.transfer import ImportRecord
-from shared.records.schemas import METADATA_MAX_BYTES, METADATA_MAX_DEPTH, METADATA_MAX_ITEMS
+from memoryd.memories.transfer import ImportRecord
+from memoryd.records.schemas import METADATA_MAX_BYTES, METADATA_MAX_DEPTH, METADATA_MAX_ITEMS
 
 
 def nested(depth: int) -> dict[str, Any]:

@@ -77,7 +77,7 @@ def test_each_limit_is_a_setting(
 
 
 def owner(user: str) -> Any:
-    from shared.records.models import Owner
+    from memoryd.records.models import Owner
 
     return Owner(tenant_id="tenant-a", user_id=user)
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from helpers import save, search
 
-from shared.embeddings.local import E5Embedder
-from shared.embeddings.parts import embed_memories
+from memoryd.embeddings.local import E5Embedder
+from memoryd.embeddings.parts import embed_memories
 
 CHAT = ("Melanie: The kids wanted pancakes again this morning, so we made a mess of the "
         "kitchen. Caroline: Ha, that sounds like a fun Saturday. Melanie: It was, though "

@@ -15,11 +15,11 @@ from live_gateway import gateway, settings_with
 from pydantic import SecretStr
 from test_tenant_walk import PUBLIC, app_routes
 
-from api.routers.metrics import check_metrics_token
-from shared.jobs.names import QueueName, TaskName
-from shared.platform.errors import Unauthorized
-from shared.platform.metrics import StackCollector
-from shared.platform.settings import Settings
+from memoryd.api.routers.metrics import check_metrics_token
+from memoryd.jobs.names import QueueName, TaskName
+from memoryd.platform.errors import Unauthorized
+from memoryd.platform.metrics import StackCollector
+from memoryd.platform.settings import Settings
 
 
 def sample(text: str, name: str, **labels: str) -> float:

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 from helpers import search
 
-from shared.embeddings import CachedQueryEmbedder
+from memoryd.embeddings import CachedQueryEmbedder
 
 
 def test_a_query_is_cached_for_its_tenant_only(

@@ -12,8 +12,8 @@ import redis
 from conftest import KEY_A, KEY_B
 from live_gateway import gateway, settings_with
 
-from shared.platform.errors import RateLimited
-from shared.tenancy.rate_limit import LEASE_TTL_S, RateLimiter, lease_size
+from memoryd.platform.errors import RateLimited
+from memoryd.tenancy.rate_limit import LEASE_TTL_S, RateLimiter, lease_size
 
 
 def test_bucket_allows_burst_then_refuses(stack: Any) -> None:

@@ -18,15 +18,15 @@ import pytest
 import redis
 from conftest import KEY_A
 
-from shared.client import MemorydClient
-from shared.jobs.enqueue import submit
-from shared.jobs.job_store import JobStore
-from shared.jobs.names import TaskName
-from shared.jobs.pending import pending_key
-from shared.memories.locks import user_lock
-from shared.records.commands import UpdateCommand
-from shared.records.models import Owner, utcnow
-from shared.records.schemas import UpdateRequest
+from memoryd.client import MemorydClient
+from memoryd.jobs.enqueue import submit
+from memoryd.jobs.job_store import JobStore
+from memoryd.jobs.names import TaskName
+from memoryd.jobs.pending import pending_key
+from memoryd.memories.locks import user_lock
+from memoryd.records.commands import UpdateCommand
+from memoryd.records.models import Owner, utcnow
+from memoryd.records.schemas import UpdateRequest
 
 
 @pytest.fixture(scope="module")

@@ -26,8 +26,8 @@ from conftest import redis_db_url
 from helpers import wait_job
 from up_process import start_up, stop_up, wait_ready
 
-from shared.embeddings.e5.engine import default_cache_dir
-from shared.platform.redis_runtime import free_port
+from memoryd.embeddings.e5.engine import default_cache_dir
+from memoryd.platform.redis_runtime import free_port
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 DEFAULT_URL = "MEMORYD_URL=http://127.0.0.1:8420"

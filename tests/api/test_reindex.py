@@ -21,13 +21,13 @@ from helpers import save, search
 from typer.testing import CliRunner
 from up_process import start_up, stop_up, wait_ready
 
-from shared.index.reindex import allowed_embedders, check_allowed
-from shared.jobs.names import TaskName
-from shared.platform.errors import EmbedderNotAllowed
-from shared.platform.redis_runtime import free_port
-from shared.platform.settings import Settings
-from shared.tenancy.auth import OPERATOR_TENANT
-from workers.cli import app as cli_app
+from memoryd.index.reindex import allowed_embedders, check_allowed
+from memoryd.jobs.names import TaskName
+from memoryd.platform.errors import EmbedderNotAllowed
+from memoryd.platform.redis_runtime import free_port
+from memoryd.platform.settings import Settings
+from memoryd.tenancy.auth import OPERATOR_TENANT
+from memoryd.workers.cli import app as cli_app
 
 OPERATOR_KEY = "test-operator-key"
 

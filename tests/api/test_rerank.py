@@ -9,9 +9,9 @@ import pytest
 from fake_rerank_server import FakeRerankServer
 from helpers import save, search
 
-from shared.platform.errors import RerankerNotConfigured
-from shared.platform.settings import Settings
-from shared.retrieval.rerank import HttpReranker
+from memoryd.platform.errors import RerankerNotConfigured
+from memoryd.platform.settings import Settings
+from memoryd.retrieval.rerank import HttpReranker
 
 
 @pytest.fixture()

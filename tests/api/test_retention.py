@@ -14,13 +14,13 @@ import httpx
 import pytest
 from helpers import save, search
 
-from shared.jobs.names import QUEUE_OF, TaskName
-from shared.records.identity import content_hash, memory_id
-from shared.records.models import MemoryRecord, Owner, utcnow
-from shared.retrieval.keywords import keyword_vector
-from shared.store import PointData
-from shared.store.conditions import IdIn
-from shared.tenancy.api_keys import ApiKeyStore, KeyScope
+from memoryd.jobs.names import QUEUE_OF, TaskName
+from memoryd.records.identity import content_hash, memory_id
+from memoryd.records.models import MemoryRecord, Owner, utcnow
+from memoryd.retrieval.keywords import keyword_vector
+from memoryd.store import PointData
+from memoryd.store.conditions import IdIn
+from memoryd.tenancy.api_keys import ApiKeyStore, KeyScope
 
 
 def in_store(stack: Any, ids: list[str]) -> set[str]:
@@ -179,7 +179,7 @@ def test_forgetting_removes_points_for_real(stack: Any, api: httpx.Client, user:
 
 def test_embedded_timer_purges(stack: Any, api: httpx.Client, user: str) -> None:
     """The embedded stack's stand-in for beat sends the same task on its schedule."""
-    from workers.periodic import PeriodicSender
+    from memoryd.workers.periodic import PeriodicSender
 
     past = (utcnow() - timedelta(seconds=1)).isoformat()
     mid = save(api, user, "一次性的提醒: call the plumber", expires_at=past).json()["memory"]["id"]

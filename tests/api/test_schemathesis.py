@@ -24,7 +24,7 @@ from live_gateway import gateway, settings_with
 from pydantic import SecretStr
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from shared.records.schemas import ErrorBody
+from memoryd.records.schemas import ErrorBody
 
 EXAMPLES = {schemathesis.GenerationMode.POSITIVE: 30, schemathesis.GenerationMode.NEGATIVE: 20}
 

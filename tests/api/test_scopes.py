@@ -10,10 +10,16 @@ import httpx
 import pytest
 from helpers import save
 
-from shared.platform.errors import ConfigurationError, InvalidInput
-from shared.platform.settings import Settings
-from shared.tenancy.api_keys import ALL_SCOPES, ApiKeyStore, KeyScope, parse_scopes, required_scopes
-from shared.tenancy.auth import OPERATOR_TENANT, KeyRing
+from memoryd.platform.errors import ConfigurationError, InvalidInput
+from memoryd.platform.settings import Settings
+from memoryd.tenancy.api_keys import (
+    ALL_SCOPES,
+    ApiKeyStore,
+    KeyScope,
+    parse_scopes,
+    required_scopes,
+)
+from memoryd.tenancy.auth import OPERATOR_TENANT, KeyRing
 
 
 def client(base_url: str, key: str) -> httpx.Client:

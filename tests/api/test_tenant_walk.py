@@ -20,8 +20,8 @@ import pytest
 from helpers import save, wait_job
 from test_failed_jobs import failing_update
 
-from shared.records.models import Owner
-from shared.store.conditions import Match
+from memoryd.records.models import Owner
+from memoryd.store.conditions import Match
 
 # Routes that carry no tenant data at all.
 PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/openapi.json"), ("GET", "/docs"),

@@ -9,8 +9,8 @@ import httpx
 import pytest
 from live_gateway import gateway
 
-from shared.platform.redis_runtime import free_port
-from shared.platform.settings import Settings
+from memoryd.platform.redis_runtime import free_port
+from memoryd.platform.settings import Settings
 
 
 @pytest.fixture()

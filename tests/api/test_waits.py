@@ -18,9 +18,9 @@ import redis
 from conftest import KEY_A, KEY_B, redis_db_url
 from live_gateway import gateway, settings_with
 
-from api.waits import Waits
-from shared.jobs.job_store import JobStore
-from shared.records.schemas import Freshness
+from memoryd.api.waits import Waits
+from memoryd.jobs.job_store import JobStore
+from memoryd.records.schemas import Freshness
 
 WAITS = 64  # more than the thread limiter's 40 tokens
 

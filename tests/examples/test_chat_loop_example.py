@@ -12,8 +12,8 @@ import pytest
 from conftest import KEY_A
 
 from examples.chat_loop import ChatConfig, Conversation, main, run_turn
-from shared.client import MemorydClient
-from shared.testing.fake_llm import FakeLLM, text_reply
+from memoryd.client import MemorydClient
+from memoryd.testing.fake_llm import FakeLLM, text_reply
 
 
 @pytest.fixture()

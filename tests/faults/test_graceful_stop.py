@@ -15,17 +15,17 @@ from pathlib import Path
 
 import redis
 
+from memoryd.jobs.celery_app import create_app as create_celery_app
+from memoryd.jobs.job_store import JobStore
+from memoryd.jobs.names import QUEUE_OF, TaskName
+from memoryd.platform.failpoints import EMBED_DOCUMENTS
+from memoryd.platform.redis_runtime import embedded_client_url, ensure_redis, free_port
+from memoryd.platform.settings import Settings
+from memoryd.records.commands import SaveCommand
 from ops.chaos.common import wait_jobs
 from ops.chaos.embedded import running
 from ops.chaos.procs import UpStack
 from ops.stack import wait_until
-from shared.jobs.celery_app import create_app as create_celery_app
-from shared.jobs.job_store import JobStore
-from shared.jobs.names import QUEUE_OF, TaskName
-from shared.platform.failpoints import EMBED_DOCUMENTS
-from shared.platform.redis_runtime import embedded_client_url, ensure_redis, free_port
-from shared.platform.settings import Settings
-from shared.records.commands import SaveCommand
 
 COUNTDOWN_S = 12.0
 

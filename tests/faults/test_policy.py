@@ -11,18 +11,18 @@ import pytest
 import redis
 from pydantic import ValidationError
 
-from shared.memories.locks import _HOST, user_lock
-from shared.platform import failpoints
-from shared.platform.errors import (
+from memoryd.memories.locks import _HOST, user_lock
+from memoryd.platform import failpoints
+from memoryd.platform.errors import (
     ConfigurationError,
     EmbedderUnavailable,
     LockTimeout,
     StoreUnavailable,
 )
-from shared.platform.redis_runtime import ensure_redis, free_port
-from shared.platform.settings import Settings
-from shared.records.models import Owner
-from workers.task_base import unavailable
+from memoryd.platform.redis_runtime import ensure_redis, free_port
+from memoryd.platform.settings import Settings
+from memoryd.records.models import Owner
+from memoryd.workers.task_base import unavailable
 
 
 def test_visibility_timeout_is_minutes_and_limits_stay_below_it(tmp_path: Path) -> None:

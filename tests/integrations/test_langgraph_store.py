@@ -27,8 +27,8 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from shared.client import AsyncMemorydClient, MemorydClient
-from shared.integrations.langgraph_store import MemorydStore, NamespaceError, StoreInputError
+from memoryd.client import AsyncMemorydClient, MemorydClient
+from memoryd.integrations.langgraph_store import MemorydStore, NamespaceError, StoreInputError
 
 
 @pytest.fixture(scope="module")
@@ -314,7 +314,7 @@ def test_without_langgraph_the_import_names_the_extra() -> None:
     blocked = ("import sys\n"
                "for name in ('langgraph', 'langgraph.store', 'langgraph.store.base'):\n"
                "    sys.modules[name] = None\n"
-               "import shared.integrations.langgraph_store\n")
+               "import memoryd.integrations.langgraph_store\n")
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True,
                           cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, timeout=120)

@@ -1,5 +1,5 @@
 """The MCP server, driven by the MCP SDK's own client over both transports against the live
-session stack: stdio (`python -m workers.cli mcp --user ...` as a subprocess, talking to the
+session stack: stdio (`python -m memoryd.workers.cli mcp --user ...` as a subprocess, talking to the
 gateway through the Python client) and streamable HTTP (`/mcp` on the gateway)."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
-from shared.tenancy.api_keys import ApiKeyStore, KeyScope
+from memoryd.tenancy.api_keys import ApiKeyStore, KeyScope
 
 REPO = Path(__file__).resolve().parents[2]
 READS = {"search_memories", "list_memories", "get_memory", "memory_history", "job_status"}
@@ -35,7 +35,7 @@ TOOLS = READS | CHANGES | {"add_memory"}
 async def stdio_session(base_url: str, key: str, user: str,
                         wait_s: float = 20) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "workers.cli", "mcp", "--user", user], cwd=REPO,
+        command=sys.executable, args=["-m", "memoryd.workers.cli", "mcp", "--user", user], cwd=REPO,
         env={"MEMORYD_URL": base_url, "MEMORYD_API_KEY": key, "PYTHONPATH": str(REPO),
              "MEMORYD_MCP_WAIT_S": str(wait_s)},
     )

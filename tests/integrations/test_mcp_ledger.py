@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from shared.integrations.mcp_tools import JobLedger
+from memoryd.integrations.mcp_tools import JobLedger
 
 
 def test_ledger_keeps_each_conversations_pending_jobs_within_bounds() -> None:

@@ -17,10 +17,10 @@ from helpers import save, search, wait_job
 from live_gateway import gateway, settings_with
 from pydantic import SecretStr
 
-from shared.platform.redis_runtime import free_port
-from shared.proxy.sse import StreamWatch
-from shared.tenancy.api_keys import ApiKeyStore, KeyScope
-from shared.testing.fake_llm import FakeLLM, http_error, streamed, text_reply
+from memoryd.platform.redis_runtime import free_port
+from memoryd.proxy.sse import StreamWatch
+from memoryd.tenancy.api_keys import ApiKeyStore, KeyScope
+from memoryd.testing.fake_llm import FakeLLM, http_error, streamed, text_reply
 
 UPSTREAM_KEY = "sk-upstream-secret"
 

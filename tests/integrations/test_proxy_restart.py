@@ -21,8 +21,8 @@ import openai
 import pytest
 from up_process import start_up, stop_up, wait_ready
 
-from shared.platform.redis_runtime import free_port
-from shared.testing.fake_llm import FakeLLM, text_reply
+from memoryd.platform.redis_runtime import free_port
+from memoryd.testing.fake_llm import FakeLLM, text_reply
 
 FRESH_WAIT_S = 5.0
 

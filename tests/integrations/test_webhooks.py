@@ -24,20 +24,20 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from shared.client import ApiError, AsyncMemorydClient, MemorydClient
-from shared.jobs.enqueue import submit
-from shared.jobs.names import TaskName
-from shared.platform.errors import InvalidInput
-from shared.platform.settings import Settings
-from shared.records.commands import UpdateCommand
-from shared.records.models import utcnow
-from shared.records.schemas import UpdateRequest
-from shared.records.webhooks import EventKind, WebhookCreate
-from shared.tenancy.api_keys import ALL_SCOPES, ApiKeyStore, KeyScope
-from shared.webhooks.events import JobEnd
-from shared.webhooks.service import Webhooks
-from shared.webhooks.signing import signature, signature_header
-from shared.webhooks.urls import UrlPolicy, WebhookUrlRefused, check_url
+from memoryd.client import ApiError, AsyncMemorydClient, MemorydClient
+from memoryd.jobs.enqueue import submit
+from memoryd.jobs.names import TaskName
+from memoryd.platform.errors import InvalidInput
+from memoryd.platform.settings import Settings
+from memoryd.records.commands import UpdateCommand
+from memoryd.records.models import utcnow
+from memoryd.records.schemas import UpdateRequest
+from memoryd.records.webhooks import EventKind, WebhookCreate
+from memoryd.tenancy.api_keys import ALL_SCOPES, ApiKeyStore, KeyScope
+from memoryd.webhooks.events import JobEnd
+from memoryd.webhooks.service import Webhooks
+from memoryd.webhooks.signing import signature, signature_header
+from memoryd.webhooks.urls import UrlPolicy, WebhookUrlRefused, check_url
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
 
@@ -454,7 +454,7 @@ def test_another_tenant_cannot_see_or_touch_an_endpoint(
 def test_cli_adds_lists_shows_deliveries_and_removes(
     stack: Any, base_url: str, tenant: str, receivers: Callable[..., Receiver], user: str,
 ) -> None:
-    from workers.cli import app
+    from memoryd.workers.cli import app
 
     key = _key(stack, tenant)
     env = {"MEMORYD_URL": base_url, "MEMORYD_API_KEY": key}

@@ -12,7 +12,7 @@ from fake_llm import FakeLLM, http_error, json_reply, slow, text_reply, users_sa
 from helpers import save, search, wait_job
 from llm_stack import EXTRACTOR, JUDGE, LLM_TIMEOUT_S
 
-from shared.extraction.llm_prompt import read_transcript
+from memoryd.extraction.llm_prompt import read_transcript
 
 
 @pytest.fixture()

@@ -10,7 +10,7 @@ from helpers import wait_job
 from llm_stack import start_llm_stack, stop
 from up_process import wait_ready
 
-from shared.platform.redis_runtime import free_port
+from memoryd.platform.redis_runtime import free_port
 
 
 def test_ollama_native_extraction_end_to_end(

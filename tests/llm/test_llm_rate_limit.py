@@ -19,10 +19,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from memoryd.testing.fake_llm import Behaviour, FakeLLM, Received, json_reply
 from ops.chaos.common import FakeOpenAIEmbeddings, wait_jobs
 from ops.chaos.procs import UpStack
 from ops.chaos.server import server_mode
-from shared.testing.fake_llm import Behaviour, FakeLLM, Received, json_reply
 from tests.support.qdrant_rest_facade import QdrantRestFacade
 
 RATE = "120/m"

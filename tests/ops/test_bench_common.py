@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from memoryd.platform.settings import get_settings
 from ops.bench.common import drop_memoryd_environment, use_e5_engine
 from ops.bench.run import parse_args
-from shared.platform.settings import get_settings
 
 
 @pytest.fixture

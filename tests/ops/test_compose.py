@@ -196,14 +196,14 @@ def _environment(service: dict[str, Any]) -> dict[str, str | None]:
 
 
 def _load_cli() -> Any:
-    """The click group behind the `memoryd` console script (`workers.cli`'s typer app)."""
+    """The click group behind the `memoryd` console script (`memoryd.workers.cli`'s typer app)."""
     import typer
 
-    cli = importlib.import_module("workers.cli")
+    cli = importlib.import_module("memoryd.workers.cli")
     app = getattr(cli, "app", None)
     if not isinstance(app, typer.Typer):
         apps = [value for value in vars(cli).values() if isinstance(value, typer.Typer)]
-        assert len(apps) == 1, "workers.cli must define exactly one typer.Typer app"
+        assert len(apps) == 1, "memoryd.workers.cli must define exactly one typer.Typer app"
         app = apps[0]
     group = typer.main.get_command(app)
     assert hasattr(group, "commands"), "the memoryd CLI must be a group of subcommands"
@@ -308,7 +308,7 @@ def test_celery_app_paths_import(services: dict[str, dict[str, Any]], dockerfile
     for _, argv in _all_argvs(services, dockerfile):
         for args in _invocations(argv, "celery"):
             paths.update(_option_values(args, "-A", "--app"))
-    assert "workers.celery_app:app" in paths, f"celery app paths used: {paths}"
+    assert "memoryd.workers.celery_app:app" in paths, f"celery app paths used: {paths}"
     for path in paths:
         module, _, attr = path.partition(":")
         try:
@@ -319,7 +319,7 @@ def test_celery_app_paths_import(services: dict[str, dict[str, Any]], dockerfile
 
 
 def test_workers_consume_every_queue(services: dict[str, dict[str, Any]]) -> None:
-    from shared.jobs.names import QueueName
+    from memoryd.jobs.names import QueueName
 
     known = {queue.value for queue in QueueName}
     consumed: set[str] = set()
@@ -334,7 +334,7 @@ def test_workers_consume_every_queue(services: dict[str, dict[str, Any]]) -> Non
 
 
 def test_memoryd_environment_variables_are_settings(services: dict[str, dict[str, Any]]) -> None:
-    from shared.platform.settings import Settings
+    from memoryd.platform.settings import Settings
 
     fields = {f"MEMORYD_{name.upper()}" for name in Settings.model_fields}
     for name, service in services.items():

@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from shared.platform.redis_runtime import free_port
-from shared.platform.settings import Settings
-from shared.records.models import Owner
-from shared.retrieval.access import AccessCounter
-from shared.runtime import Runtime
+from memoryd.platform.redis_runtime import free_port
+from memoryd.platform.settings import Settings
+from memoryd.records.models import Owner
+from memoryd.retrieval.access import AccessCounter
+from memoryd.runtime import Runtime
 
 OWNER = Owner(tenant_id="tenant-x", user_id="user-x")
 

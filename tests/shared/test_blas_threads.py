@@ -10,9 +10,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 _CHILD = """
 import ctypes
-from shared.embeddings.e5.native_libs import loaded_libraries
-from shared.runtime import Runtime
-from shared.platform.settings import Settings
+from memoryd.embeddings.e5.native_libs import loaded_libraries
+from memoryd.runtime import Runtime
+from memoryd.platform.settings import Settings
 
 def threads():
     out = []

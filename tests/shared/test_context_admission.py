@@ -6,11 +6,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.memories.context import adds_something, admitted, arrange
-from shared.records.models import MemoryKind, MemorySource, MemoryType, Role, Scope, Source
-from shared.records.schemas import BlockLanguage, MemoryView, SearchHit
-from shared.retrieval.context_block import HEADERS, episode_line, format_line, pack
-from shared.retrieval.context_tokens import estimate_tokens
+from memoryd.memories.context import adds_something, admitted, arrange
+from memoryd.records.models import MemoryKind, MemorySource, MemoryType, Role, Scope, Source
+from memoryd.records.schemas import BlockLanguage, MemoryView, SearchHit
+from memoryd.retrieval.context_block import HEADERS, episode_line, format_line, pack
+from memoryd.retrieval.context_tokens import estimate_tokens
 
 WHEN = datetime(2026, 5, 1, 12, tzinfo=UTC)
 

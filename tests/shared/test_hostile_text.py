@@ -18,15 +18,15 @@ import text_reference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memoryd.extraction import redaction
+from memoryd.extraction import rules_patterns as p
+from memoryd.extraction.redaction import found_secrets, redact
+from memoryd.extraction.rules import extract_rules
+from memoryd.extraction.screens import fold
+from memoryd.platform.settings import Settings
+from memoryd.retrieval.keywords import keyword_vector
 from ops.bench import hostile as bench_hostile
 from ops.bench.hostile_corpus import fill, hostile_corpus
-from shared.extraction import redaction
-from shared.extraction import rules_patterns as p
-from shared.extraction.redaction import found_secrets, redact
-from shared.extraction.rules import extract_rules
-from shared.extraction.screens import fold
-from shared.platform.settings import Settings
-from shared.retrieval.keywords import keyword_vector
 
 MAX_BYTES = Settings().max_message_bytes
 RATIO = 10.0
@@ -221,7 +221,7 @@ def test_control_characters_are_refused_exactly_as_before() -> None:
     # strict text fields (queries, identifiers); message content drops them instead.
     from pydantic import TypeAdapter
 
-    from shared.records.schemas import Message, Text
+    from memoryd.records.schemas import Message, Text
 
     strict = TypeAdapter(Text)
     for code in range(0x80):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 
-from shared.retrieval.keywords import tokenize
+from memoryd.retrieval.keywords import tokenize
 
 JIEBA_TOKENS = {
     "我去年搬到了杭州，在一家设计公司上班。":

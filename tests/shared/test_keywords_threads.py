@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 import snowballstemmer
 
-from shared.retrieval import keywords
+from memoryd.retrieval import keywords
 
 # Words that take the stemmer through several suffix steps; the test makes 40 of each with
 # a prefix of x's and clears `_stem`'s cache, so every one is stemmed, not looked up.

@@ -15,8 +15,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 SCRIPT = textwrap.dedent('''
     import logging
-    from shared.platform.errors import InvalidInput
-    from shared.platform.logs import configure_logging, get_logger
+    from memoryd.platform.errors import InvalidInput
+    from memoryd.platform.logs import configure_logging, get_logger
 
     configure_logging("INFO", json=True)
     log = get_logger("memoryd.test")

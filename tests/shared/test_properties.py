@@ -9,14 +9,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
-from shared.records.schemas import (
+from memoryd.records.schemas import (
     ContextRequest,
     InteractionRequest,
     SaveRequest,
     SearchRequest,
     UpdateRequest,
 )
-from shared.retrieval.keywords import (
+from memoryd.retrieval.keywords import (
     STOPWORDS,
     keyword_vector,
     query_keyword_vector,

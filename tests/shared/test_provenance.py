@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.memories.llm_extraction import drawn_from
-from shared.records.identity import turn_id
-from shared.records.models import MemoryKind, MemoryRecord, MemorySource, Role, merge_sources
-from shared.records.schemas import Message
+from memoryd.memories.llm_extraction import drawn_from
+from memoryd.records.identity import turn_id
+from memoryd.records.models import MemoryKind, MemoryRecord, MemorySource, Role, merge_sources
+from memoryd.records.schemas import Message
 
 AT = datetime(2025, 5, 1, 10, tzinfo=UTC)
 

@@ -1,4 +1,4 @@
-from shared.retrieval.query_text import read_query
+from memoryd.retrieval.query_text import read_query
 
 
 def test_transcript_labels_are_removed_from_the_lines_only() -> None:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.extraction.redaction import found_secrets, luhn_ok, redact
+from memoryd.extraction.redaction import found_secrets, luhn_ok, redact
 
 
 @pytest.mark.parametrize(

@@ -9,14 +9,14 @@ import pytest
 import redis
 from conftest import redis_db_url
 
-from shared.jobs.forgetting import ForgetSpan, record_forget, scrub_jobs
-from shared.jobs.job_store import JobStore
-from shared.jobs.pending import pending_key
-from shared.platform.errors import ConfigurationError, InvalidInput
-from shared.platform.redis_keys import LUA_KEY_PART, key_part, redis_key
-from shared.records.models import Owner
-from shared.tenancy.api_keys import ApiKeyStore
-from shared.tenancy.auth import parse_api_keys, tenant_problem
+from memoryd.jobs.forgetting import ForgetSpan, record_forget, scrub_jobs
+from memoryd.jobs.job_store import JobStore
+from memoryd.jobs.pending import pending_key
+from memoryd.platform.errors import ConfigurationError, InvalidInput
+from memoryd.platform.redis_keys import LUA_KEY_PART, key_part, redis_key
+from memoryd.records.models import Owner
+from memoryd.tenancy.api_keys import ApiKeyStore
+from memoryd.tenancy.auth import parse_api_keys, tenant_problem
 
 # Tenant `tenant-one`'s user `eu:bob`, and tenant `tenant-one:eu`'s user `bob`.
 OUTER = Owner(tenant_id="tenant-one", user_id="eu:bob")

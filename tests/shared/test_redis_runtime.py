@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 import pytest
 import redis
 
-from shared.platform import redis_runtime
-from shared.platform.errors import QueueUnavailable
-from shared.platform.redis_runtime import (
+from memoryd.platform import redis_runtime
+from memoryd.platform.errors import QueueUnavailable
+from memoryd.platform.redis_runtime import (
     RedisHandle,
     embedded_client_url,
     ensure_redis,
@@ -366,7 +366,7 @@ def _spawn_crashing_parent(url: str, data_dir: Path, *, main_thread: bool) -> di
         f"""
         import json, os, signal, sys, threading
         from pathlib import Path
-        from shared.platform.redis_runtime import ensure_redis
+        from memoryd.platform.redis_runtime import ensure_redis
 
         result = {{}}
         def run():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.extraction.rules import extract_rules, extract_rules_sourced
+from memoryd.extraction.rules import extract_rules, extract_rules_sourced
 
 # The statements issue 29 names: each must give this fact.
 ISSUE_STATEMENTS = [

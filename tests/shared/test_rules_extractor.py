@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from shared.extraction.rules import RuleCandidate, extract_rules
+from memoryd.extraction.rules import RuleCandidate, extract_rules
 
 S, P = "semantic", "procedural"
 PREF, FACT, PLAN, INSTR = "preference", "fact", "plan", "instruction"

@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from shared.memories.reads import best_candidates
-from shared.platform.script_share import cjk_share
-from shared.records.schemas import SearchMode
-from shared.retrieval.scoring import (
+from memoryd.memories.reads import best_candidates
+from memoryd.platform.script_share import cjk_share
+from memoryd.records.schemas import SearchMode
+from memoryd.retrieval.scoring import (
     BOOSTS,
     CALIBRATION_MIDPOINT,
     LANGUAGE_OFFSET,
@@ -29,8 +29,8 @@ from shared.retrieval.scoring import (
     relevance,
     smooth_by_neighbours,
 )
-from shared.retrieval.time_cues import read_time_cues
-from shared.store.scoring_table import ScoringTable, ranked_lists, union_ids
+from memoryd.retrieval.time_cues import read_time_cues
+from memoryd.store.scoring_table import ScoringTable, ranked_lists, union_ids
 
 AS_OF = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from shared.memories.reads import list_depth
-from shared.platform.settings import Settings
+from memoryd.memories.reads import list_depth
+from memoryd.platform.settings import Settings
 
 
 def test_the_default_is_the_depth_measured_for_recall() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from shared.platform.text_pace import TextPacer
+from memoryd.platform.text_pace import TextPacer
 
 
 def test_sustained_work_is_held_to_its_share() -> None:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from shared.retrieval.time_cues import (
+from memoryd.retrieval.time_cues import (
     TimeCues,
     TimeWindow,
     newness,

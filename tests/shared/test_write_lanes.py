@@ -13,14 +13,14 @@ from datetime import UTC, datetime
 import pytest
 import redis
 
-from shared.jobs.celery_app import create_app
-from shared.jobs.enqueue import submit
-from shared.jobs.job_store import JobStore
-from shared.jobs.lanes import Lanes, Shares, tenant_key, user_key
-from shared.jobs.names import QueueName, TaskName, queue_for
-from shared.platform.settings import Settings
-from shared.records.commands import SaveCommand
-from shared.records.schemas import SaveRequest
+from memoryd.jobs.celery_app import create_app
+from memoryd.jobs.enqueue import submit
+from memoryd.jobs.job_store import JobStore
+from memoryd.jobs.lanes import Lanes, Shares, tenant_key, user_key
+from memoryd.jobs.names import QueueName, TaskName, queue_for
+from memoryd.platform.settings import Settings
+from memoryd.records.commands import SaveCommand
+from memoryd.records.schemas import SaveRequest
 
 DB = 13
 

@@ -4,7 +4,7 @@ LoCoMo itself (CC BY-NC) may not ship with the repository, and the smoke tests o
 that the bench commands run and report: they need texts of LoCoMo's shape and lengths,
 not its content. The real data stays the benchmark commands' input (`--locomo`).
 
-The file has what `ops.bench.fill.load_locomo` and `shared.evaluation.datasets.load_locomo`
+The file has what `ops.bench.fill.load_locomo` and `memoryd.evaluation.datasets.load_locomo`
 read: per conversation `speaker_a`/`speaker_b`, `session_N` lists of turns (`speaker`,
 `dia_id`, `text`) with their `session_N_date_time`, and `qa` entries (`question`,
 `answer`, `evidence`, `category`). Every turn and question is distinct; the texts are

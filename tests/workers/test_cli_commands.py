@@ -16,9 +16,9 @@ from click.testing import Result
 from conftest import KEY_A
 from typer.testing import CliRunner
 
-from shared.platform.redis_runtime import free_port
-from workers.cli import app
-from workers.cli_ops import Checkpoint, read_import_file
+from memoryd.platform.redis_runtime import free_port
+from memoryd.workers.cli import app
+from memoryd.workers.cli_ops import Checkpoint, read_import_file
 
 Invoke = Callable[..., Result]
 
@@ -154,7 +154,7 @@ def test_bench_runs_the_benchmark_script() -> None:
     # Options pass through to `python -m ops.bench`; a bad one is its error, not the CLI's. (The
     # benchmark itself takes minutes: tests/ops/test_bench_smoke.py runs it.)
     done = subprocess.run(
-        [sys.executable, "-m", "workers.cli", "bench", "--phases", "nonsense"],
+        [sys.executable, "-m", "memoryd.workers.cli", "bench", "--phases", "nonsense"],
         capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "ops.bench: error: --phases: unknown ['nonsense']" in done.stderr
@@ -215,7 +215,7 @@ def test_short_ids_in_80_columns_and_every_command_takes_them(run: Invoke, user:
 
 
 def test_an_ambiguous_prefix_is_refused_and_names_the_candidates(run: Invoke, user: str) -> None:
-    from shared.records.identity import content_hash, memory_id
+    from memoryd.records.identity import content_hash, memory_id
 
     ok(run("add", user, "likes tea number 0"))
     view = json.loads(ok(run("list", user, "--json")))["items"][0]
@@ -267,7 +267,7 @@ def test_status_names_a_message_held_for_its_countdown(run: Invoke, stack: Any) 
     at once and held, unacknowledged, until it is due. status names it."""
     import httpx
 
-    from shared.retrieval.access import schedule_flush
+    from memoryd.retrieval.access import schedule_flush
 
     schedule_flush(stack.runtime.celery, 30.0)
     metrics = ""

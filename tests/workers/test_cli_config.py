@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from conftest import KEY_A, redis_db_url
 
-from shared.platform.redis_runtime import free_port
-from shared.platform.settings import Settings, describe
+from memoryd.platform.redis_runtime import free_port
+from memoryd.platform.settings import Settings, describe
 
 ROOT = Path(__file__).resolve().parents[2]
 _COLOUR = re.compile(r"\x1b\[[0-9;]*m")
@@ -38,7 +38,7 @@ def memoryd(*args: str, cwd: Path, env: dict[str, str] | None = None,
     values["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     values["COLUMNS"] = "200"
     values.update(env or {})
-    return subprocess.run([sys.executable, "-m", "workers.cli", *args], cwd=cwd, env=values,
+    return subprocess.run([sys.executable, "-m", "memoryd.workers.cli", *args], cwd=cwd, env=values,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -169,7 +169,7 @@ def _pty_run(args: list[str], env: dict[str, str], until: str, timeout_s: float 
     values = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
     values["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     values.update(env)
-    proc = subprocess.Popen([sys.executable, "-m", "workers.cli", *args],
+    proc = subprocess.Popen([sys.executable, "-m", "memoryd.workers.cli", *args],
                             stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, env=values,
                             close_fds=True)
     os.close(slave)
@@ -234,8 +234,8 @@ def _on_terminal(command: list[str], env: dict[str, str]) -> str:
 def test_log_format_setting(fmt: str, on_tty: bool, as_json: bool) -> None:
     """MEMORYD_LOG_FORMAT: auto is JSON off a terminal and readable lines on one; json and
     console hold either way. The same call `memoryd up`, `serve` and `worker` make."""
-    script = ("from shared.platform.logs import configure_logging, get_logger\n"
-              "from shared.platform.settings import Settings\n"
+    script = ("from memoryd.platform.logs import configure_logging, get_logger\n"
+              "from memoryd.platform.settings import Settings\n"
               "s = Settings()\n"
               "configure_logging(s.log_level, s.log_json_choice)\n"
               "get_logger('memoryd.test').info('hello_log', n=1)\n")

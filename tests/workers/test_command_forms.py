@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 from helpers import wait_job
 
-from shared.jobs.names import QUEUE_OF, TaskName
-from shared.records.commands import IngestCommand, SaveCommand
+from memoryd.jobs.names import QUEUE_OF, TaskName
+from memoryd.records.commands import IngestCommand, SaveCommand
 
 
 def _send(stack: Any, task: TaskName, job_id: str, command: dict[str, Any]) -> None:

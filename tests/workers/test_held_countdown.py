@@ -16,10 +16,10 @@ import httpx
 from conftest import KEY_A, redis_db_url
 from up_process import start_up, stop_up, wait_ready
 
-from shared.jobs.celery_app import create_app
-from shared.platform.redis_runtime import free_port
-from shared.platform.settings import Settings
-from shared.retrieval.access import schedule_flush
+from memoryd.jobs.celery_app import create_app
+from memoryd.platform.redis_runtime import free_port
+from memoryd.platform.settings import Settings
+from memoryd.retrieval.access import schedule_flush
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,7 +50,7 @@ def test_a_held_countdown_is_named_by_status_and_at_stop(redis_server: str,
             env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
             env.update(PYTHONPATH=str(ROOT), MEMORYD_URL=base, MEMORYD_API_KEY=KEY_A,
                        COLUMNS="100")
-            status = subprocess.run([sys.executable, "-m", "workers.cli", "status"],
+            status = subprocess.run([sys.executable, "-m", "memoryd.workers.cli", "status"],
                                     env=env, capture_output=True, text=True, timeout=120)
             assert status.returncode == 0, status.stdout + status.stderr
             rows = {line.split("│")[1].strip(): line.split("│")[2].strip()

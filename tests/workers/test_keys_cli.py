@@ -8,9 +8,9 @@ import pytest
 from conftest import redis_db_url
 from typer.testing import CliRunner
 
-from shared.tenancy.api_keys import ApiKeyStore
-from shared.tenancy.auth import key_digest
-from workers.cli import app
+from memoryd.tenancy.api_keys import ApiKeyStore
+from memoryd.tenancy.auth import key_digest
+from memoryd.workers.cli import app
 
 
 def test_create_list_revoke(redis_server: str, monkeypatch: pytest.MonkeyPatch) -> None:

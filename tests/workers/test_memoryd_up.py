@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 from up_process import start_up, wait_ready
 
-from shared.platform.redis_runtime import free_port, redis_reachable
-from workers.cli import app as cli_app
+from memoryd.platform.redis_runtime import free_port, redis_reachable
+from memoryd.workers.cli import app as cli_app
 
 
 def start(data_dir: Path, port: int, redis_port: int) -> subprocess.Popen[str]:

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 from helpers import wait_job
 
-from shared.jobs.names import QUEUE_OF, TaskName
+from memoryd.jobs.names import QUEUE_OF, TaskName
 
 
 def count(api: httpx.Client, user: str) -> int:

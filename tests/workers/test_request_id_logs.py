@@ -14,7 +14,7 @@ import httpx
 from conftest import redis_db_url
 from up_process import start_up, wait_ready
 
-from shared.platform.redis_runtime import free_port
+from memoryd.platform.redis_runtime import free_port
 
 
 def test_request_id_reaches_the_task_logs(redis_server: str, tmp_path: Path) -> None:

@@ -7,15 +7,15 @@ import subprocess
 import sys
 import time
 
-from shared.jobs.celery_app import create_app
-from shared.platform.settings import Settings
+from memoryd.jobs.celery_app import create_app
+from memoryd.platform.settings import Settings
 
 
 def test_worker_process_starts_and_answers_ping(redis_server: str) -> None:
     url = redis_server.rsplit("/", 1)[0] + "/3"
     env = {**os.environ, "MEMORYD_REDIS_URL": url, "MEMORYD_LOG_LEVEL": "WARNING"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "workers.cli", "worker", "--concurrency", "1"],
+        [sys.executable, "-m", "memoryd.workers.cli", "worker", "--concurrency", "1"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     app = create_app(Settings(redis_url=url))

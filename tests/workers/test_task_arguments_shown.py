@@ -18,11 +18,11 @@ from conftest import redis_db_url
 from helpers import wait_job
 from up_process import start_up, wait_ready
 
-from shared.jobs.names import QUEUE_OF, TaskName
-from shared.jobs.shown import arguments_shown, shown
-from shared.memories.locks import user_lock
-from shared.platform.redis_runtime import free_port
-from shared.records.models import Owner
+from memoryd.jobs.names import QUEUE_OF, TaskName
+from memoryd.jobs.shown import arguments_shown, shown
+from memoryd.memories.locks import user_lock
+from memoryd.platform.redis_runtime import free_port
+from memoryd.records.models import Owner
 
 SECRET_MAIL = "zhao.lei@example.org"
 SECRET_TEXT = "我最喜欢的咖啡店在三里屯"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from celery import Celery
 
-from shared.jobs.celery_app import configure
-from shared.jobs.names import QUEUE_OF, TaskName
-from shared.platform.settings import Settings
-from workers.process import worker_argv
+from memoryd.jobs.celery_app import configure
+from memoryd.jobs.names import QUEUE_OF, TaskName
+from memoryd.platform.settings import Settings
+from memoryd.workers.process import worker_argv
 
 
 def conf(**values: object) -> Celery:

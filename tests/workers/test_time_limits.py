@@ -19,13 +19,13 @@ import redis
 from helpers import wait_job
 from pydantic import ValidationError
 
+from memoryd.jobs.celery_app import create_app as create_celery_app
+from memoryd.jobs.names import QUEUE_OF, TaskName
+from memoryd.platform.failpoints import EMBED_DOCUMENTS
+from memoryd.platform.redis_runtime import embedded_client_url
+from memoryd.platform.settings import Settings
 from ops.chaos.embedded import running
 from ops.chaos.procs import UpStack
-from shared.jobs.celery_app import create_app as create_celery_app
-from shared.jobs.names import QUEUE_OF, TaskName
-from shared.platform.failpoints import EMBED_DOCUMENTS
-from shared.platform.redis_runtime import embedded_client_url
-from shared.platform.settings import Settings
 
 
 def _stack(tmp_path: Path, **settings: object) -> UpStack:

@@ -1,5 +1,5 @@
 """Passwords inside URLs never reach logs, error messages or the command line's output:
-one helper (`shared.platform.logs.mask_url_passwords`) masks them everywhere."""
+one helper (`memoryd.platform.logs.mask_url_passwords`) masks them everywhere."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from shared.embeddings.factory import make_embedder
-from shared.platform.errors import EmbedderUnavailable
-from shared.platform.logs import mask_url_passwords
-from shared.platform.redis_runtime import free_port
-from shared.platform.settings import Settings
-from workers.cli import app as cli_app
+from memoryd.embeddings.factory import make_embedder
+from memoryd.platform.errors import EmbedderUnavailable
+from memoryd.platform.logs import mask_url_passwords
+from memoryd.platform.redis_runtime import free_port
+from memoryd.platform.settings import Settings
+from memoryd.workers.cli import app as cli_app
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,7 +40,7 @@ def test_mask_url_passwords() -> None:
 def test_logs_mask_url_passwords_in_every_field_and_traceback() -> None:
     """The real logging setup in a process of its own (it is configured once per process)."""
     script = textwrap.dedent("""
-        from shared.platform.logs import configure_logging, get_logger
+        from memoryd.platform.logs import configure_logging, get_logger
         configure_logging("INFO", json=True)
         log = get_logger("memoryd.test")
         log.warning("redis_down", url="redis://:hunter2@10.0.0.9:6379/0",

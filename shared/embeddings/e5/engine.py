@@ -33,7 +33,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from shared.platform.logs import get_logger
+from memoryd.platform.logs import get_logger
 
 log = get_logger("memoryd.embeddings")
 
@@ -150,7 +150,7 @@ def host_engine(cache_dir: Path | None = None) -> Path | None:
         with _locked(directory):
             if not (stamp.exists() and target.exists()):
                 done = subprocess.run(
-                    [sys.executable, "-m", "shared.embeddings.e5.engine", str(target), cc],
+                    [sys.executable, "-m", "memoryd.embeddings.e5.engine", str(target), cc],
                     capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
                 )
                 if done.returncode != 0:

@@ -50,7 +50,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from shared.embeddings.e5.native_libs import loaded_libraries
+from memoryd.embeddings.e5.native_libs import loaded_libraries
 
 T = TypeVar("T")
 _Call = tuple[Callable[..., Any], tuple[Any, ...], "Future[Any]"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ctypes
 
-from shared.embeddings.e5.native_libs import loaded_libraries
+from memoryd.embeddings.e5.native_libs import loaded_libraries
 
 # numpy's own wheels (scipy-openblas, 64-bit ints), then a system OpenBLAS.
 _SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",

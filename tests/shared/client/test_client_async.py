@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from conftest import KEY_A
 
-from shared.client import AsyncMemorydClient, BadRequest, NotFound
-from shared.records.schemas import SaveResult
+from memoryd.client import AsyncMemorydClient, BadRequest, NotFound
+from memoryd.records.schemas import SaveResult
 
 
 def test_async_round_trip(base_url: str, user: str) -> None:

@@ -12,10 +12,10 @@ import httpx
 import pytest
 from live_gateway import gateway
 
-from shared.client import MemorydClient, NotFound, RetryPolicy, Unavailable
-from shared.platform.redis_runtime import ensure_redis, free_port
-from shared.platform.retry_after import retry_after
-from shared.platform.settings import Settings
+from memoryd.client import MemorydClient, NotFound, RetryPolicy, Unavailable
+from memoryd.platform.redis_runtime import ensure_redis, free_port
+from memoryd.platform.retry_after import retry_after
+from memoryd.platform.settings import Settings
 
 
 def test_retry_after_is_honoured_in_both_forms() -> None:

@@ -9,7 +9,7 @@ import pytest
 import redis
 from conftest import KEY_A
 
-from shared.client import (
+from memoryd.client import (
     BadRequest,
     ConnectionFailed,
     JobTimeout,
@@ -17,10 +17,10 @@ from shared.client import (
     NotFound,
     Unauthorized,
 )
-from shared.memories.locks import user_lock
-from shared.platform.redis_runtime import free_port
-from shared.records.models import Owner
-from shared.records.schemas import JobAccepted, MemoryView, SaveResult
+from memoryd.memories.locks import user_lock
+from memoryd.platform.redis_runtime import free_port
+from memoryd.records.models import Owner
+from memoryd.records.schemas import JobAccepted, MemoryView, SaveResult
 
 
 @pytest.fixture()
@@ -137,8 +137,8 @@ def test_ids_are_checked_before_they_reach_a_path(
     `../webhooks/<id>` deleted the tenant's webhook, getting `../users` listed its users.
     Now such an id is refused before any request, naming the argument; and a job is read
     for one user only when asked."""
-    from shared.client import InvalidArgument
-    from shared.tenancy.api_keys import ALL_SCOPES, ApiKeyStore
+    from memoryd.client import InvalidArgument
+    from memoryd.tenancy.api_keys import ALL_SCOPES, ApiKeyStore
 
     tenant = f"ids-{user[-8:]}"
     key, _ = ApiKeyStore(stack.runtime.redis).create(tenant, ALL_SCOPES, "ids test")

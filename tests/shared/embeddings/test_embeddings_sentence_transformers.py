@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shared.embeddings.local import SentenceTransformersEmbedder
-from shared.platform.errors import ConfigurationError
+from memoryd.embeddings.local import SentenceTransformersEmbedder
+from memoryd.platform.errors import ConfigurationError
 
 STAND_IN = textwrap.dedent(
     """

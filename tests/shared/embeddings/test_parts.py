@@ -7,15 +7,15 @@ import time
 import numpy as np
 import pytest
 
-from shared.embeddings.local import E5Embedder
-from shared.embeddings.parts import (
+from memoryd.embeddings.local import E5Embedder
+from memoryd.embeddings.parts import (
     LONG_TOKENS,
     PART_TOKENS,
     embed_memories,
     estimated_tokens,
     split_parts,
 )
-from shared.retrieval.keywords import keyword_vector
+from memoryd.retrieval.keywords import keyword_vector
 
 TURN = ("Caroline: I went to a support group yesterday and it was so powerful.\n"
         "Melanie: That's great! What happened there?\n")

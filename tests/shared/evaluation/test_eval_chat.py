@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 from helpers import wait_job
 
-from shared.evaluation import chat
-from shared.evaluation import datasets as ds
+from memoryd.evaluation import chat
+from memoryd.evaluation import datasets as ds
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -54,7 +54,7 @@ def lme_data() -> list[dict[str, Any]]:
 def run_eval(args: list[str]) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
     env.update({"MEMORYD_LOG_JSON": "true", "COLUMNS": "160"})
-    return subprocess.run([sys.executable, "-m", "workers.cli", "eval", *args],
+    return subprocess.run([sys.executable, "-m", "memoryd.workers.cli", "eval", *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=150)
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.evaluation import EvalError
-from shared.evaluation import datasets as ds
-from shared.evaluation.runner import parse_as_of, parse_modes
+from memoryd.evaluation import EvalError
+from memoryd.evaluation import datasets as ds
+from memoryd.evaluation.runner import parse_as_of, parse_modes
 
 
 def test_evidence_is_split_on_semicolons_and_spaces() -> None:
@@ -150,7 +150,7 @@ def test_modes_and_as_of_options() -> None:
 def test_missing_or_malformed_data_is_a_clear_cli_error(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from workers.cli import app
+    from memoryd.workers.cli import app
 
     bad = tmp_path / "bad.json"
     bad.write_text('{"not": "a list of conversations"}')
@@ -236,7 +236,7 @@ def test_longmemeval_reads_xz_and_corpus_keeps_roles(tmp_path: Path) -> None:
 
 
 def test_locomo_speaker_a_is_the_user_and_posts_group_a_turn_with_its_replies() -> None:
-    from shared.evaluation.chat import chat_posts
+    from memoryd.evaluation.chat import chat_posts
 
     sample = {"sample_id": "c1", "qa": [], "conversation": {
         "speaker_a": "Ann", "speaker_b": "Bob",
@@ -262,7 +262,7 @@ def test_locomo_speaker_a_is_the_user_and_posts_group_a_turn_with_its_replies() 
 
 
 def test_evidence_is_read_from_sources_then_from_the_memory() -> None:
-    from shared.evaluation.chat import evidence_keys
+    from memoryd.evaluation.chat import evidence_keys
 
     fact = {"metadata": {}, "sources": [{"metadata": {"dia_id": "D1:2"}},
                                         {"metadata": {"dia_id": "D1:5"}}, {"metadata": {}}]}
@@ -272,7 +272,7 @@ def test_evidence_is_read_from_sources_then_from_the_memory() -> None:
 
 
 def test_per_category_takes_the_first_questions_of_each_kind() -> None:
-    from shared.evaluation.runner import EvalOptions, select_questions
+    from memoryd.evaluation.runner import EvalOptions, select_questions
 
     qs = [ds.Question(f"q{i}", "u", "?", cat, ("k",))
           for i, cat in enumerate(["a", "a", "a", "b", "b", "c"])]

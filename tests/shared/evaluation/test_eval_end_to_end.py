@@ -126,7 +126,7 @@ def run_eval(args: list[str]) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
     env.update({"MEMORYD_MAX_MESSAGES": "4", "MEMORYD_LOG_JSON": "true", "COLUMNS": "120"})
     return subprocess.run(
-        [sys.executable, "-m", "workers.cli", "eval", *args, "--mode", "dense,keyword",
+        [sys.executable, "-m", "memoryd.workers.cli", "eval", *args, "--mode", "dense,keyword",
          "--mode", "hybrid"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=150,
     )

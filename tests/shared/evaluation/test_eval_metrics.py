@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from shared.evaluation import EvalError
-from shared.evaluation import metrics as mx
-from shared.evaluation.runner import calibration_of, other_user, parse_name
+from memoryd.evaluation import EvalError
+from memoryd.evaluation import metrics as mx
+from memoryd.evaluation.runner import calibration_of, other_user, parse_name
 
 RANKED = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]
 

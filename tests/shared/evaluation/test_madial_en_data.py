@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from shared.evaluation import datasets as ds
+from memoryd.evaluation import datasets as ds
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "ops" / "bench" / "data" / "madial_en"

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 import pytest
 from fake_llm import FakeLLM, http_error, json_reply, slow, text_reply
 
-from shared.extraction.ask import ask_json
-from shared.llm import ChatMessage, make_chat_client, make_judge_client
-from shared.llm.base import ChatClient
-from shared.platform.errors import LLMRateLimited, LLMRejected, LLMReplyInvalid, LLMUnavailable
-from shared.platform.retry_after import retry_after
-from shared.platform.settings import Settings
+from memoryd.extraction.ask import ask_json
+from memoryd.llm import ChatMessage, make_chat_client, make_judge_client
+from memoryd.llm.base import ChatClient
+from memoryd.platform.errors import LLMRateLimited, LLMRejected, LLMReplyInvalid, LLMUnavailable
+from memoryd.platform.retry_after import retry_after
+from memoryd.platform.settings import Settings
 
 HELLO = [ChatMessage("system", "be brief"), ChatMessage("user", "你好, hello")]
 
@@ -78,7 +78,7 @@ def test_errors_map_to_transient_or_permanent(fake: FakeLLM, provider: str) -> N
 
 
 def test_unreachable_provider_is_transient() -> None:
-    from shared.platform.redis_runtime import free_port
+    from memoryd.platform.redis_runtime import free_port
 
     settings = Settings(llm_provider="openai", llm_model="m",
                         llm_base_url=f"http://127.0.0.1:{free_port()}/v1")

@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from shared.extraction.forget_intent import has_forget_intent
-from shared.extraction.operations import Said, validate_operations
-from shared.extraction.reply_parsing import parse_json_object
-from shared.records.models import MemoryRecord
+from memoryd.extraction.forget_intent import has_forget_intent
+from memoryd.extraction.operations import Said, validate_operations
+from memoryd.extraction.reply_parsing import parse_json_object
+from memoryd.records.models import MemoryRecord
 
 
 @pytest.mark.parametrize("text", [

@@ -8,14 +8,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from shared.extraction.llm_prompt import (
+from memoryd.extraction.llm_prompt import (
     CONVERSATION_HEADER,
     EXTRACT_RULES,
     extraction_messages,
     read_transcript,
 )
-from shared.records.models import Role
-from shared.records.schemas import Message
+from memoryd.records.models import Role
+from memoryd.records.schemas import Message
 
 WHEN = datetime(2024, 5, 8, 10, tzinfo=UTC)
 

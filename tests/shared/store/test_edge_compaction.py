@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.records.models import AuditEvent, MemoryRecord, Owner
-from shared.store import DENSE, PointData, VectorQuery
-from shared.store.edge import EdgeStore
+from memoryd.records.models import AuditEvent, MemoryRecord, Owner
+from memoryd.store import DENSE, PointData, VectorQuery
+from memoryd.store.edge import EdgeStore
 
 DIM = 8
 ALICE = Owner(tenant_id="t1", user_id="alice")

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.records.models import Owner
-from shared.store import DENSE, PointData, VectorQuery
-from shared.store.edge import EdgeStore
-from shared.store.scoring_table import (
+from memoryd.records.models import Owner
+from memoryd.store import DENSE, PointData, VectorQuery
+from memoryd.store.edge import EdgeStore
+from memoryd.store.scoring_table import (
     ACCESS,
     IMPORTANCE,
     OCCURRED,

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from celery.utils.serialization import get_pickleable_exception
 
-from shared.index.generations import ALIAS_SUFFIX
-from shared.platform.errors import StoreRejected
-from shared.store.client import QdrantClientStore
+from memoryd.index.generations import ALIAS_SUFFIX
+from memoryd.platform.errors import StoreRejected
+from memoryd.store.client import QdrantClientStore
+from memoryd.workers.task_base import error_body
 from tests.support.qdrant_rest_facade import QdrantRestFacade
-from workers.task_base import error_body
 
 PROCESSES = 6
 

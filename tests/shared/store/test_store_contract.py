@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shared.platform.errors import EmbeddingModelMismatch
-from shared.records.models import AuditEvent, MemoryRecord, Owner, Scope
-from shared.store import DENSE, PARTS, SPARSE, PointData, Store, VectorQuery
-from shared.store.client import QdrantClientStore
-from shared.store.conditions import Between, Match
-from shared.store.edge import EdgeStore
-from shared.store.scoring_table import ACCESS
+from memoryd.platform.errors import EmbeddingModelMismatch
+from memoryd.records.models import AuditEvent, MemoryRecord, Owner, Scope
+from memoryd.store import DENSE, PARTS, SPARSE, PointData, Store, VectorQuery
+from memoryd.store.client import QdrantClientStore
+from memoryd.store.conditions import Between, Match
+from memoryd.store.edge import EdgeStore
+from memoryd.store.scoring_table import ACCESS
 
 DIM = 8
 ALICE = Owner(tenant_id="t1", user_id="alice")
