@@ -673,11 +673,24 @@ export interface components {
             memory: components["schemas"]["MemoryView"];
             /**
              * Score
-             * @description calibrated to [0, 1]
+             * @description calibrated to [0, 1], earned by the memory's own text
              */
             score: number;
-            /** Label */
+            /**
+             * Label
+             * @description high, relevant or reference as in search; `context` for a next turn shown as context of the hit `context_of`
+             */
             label: string;
+            /**
+             * Context Of
+             * @description set on a turn shown after this hit's id, as its context
+             */
+            context_of?: string | null;
+            /**
+             * Quote
+             * @description the passage of a long memory that the block quotes, when not all
+             */
+            quote?: string | null;
         };
         /**
          * ContextLanguage
@@ -733,10 +746,9 @@ export interface components {
             top_k?: number;
             /**
              * Min Score
-             * @description on the calibrated search score
-             * @default 0.3
+             * @description an absolute floor on the calibrated search score, on top of the default rule: what enters is decided against the user's own candidates (the best hit must stand out from the rest; the others stay close to it)
              */
-            min_score?: number;
+            min_score?: number | null;
             /** @default auto */
             language?: components["schemas"]["ContextLanguage"];
         };
