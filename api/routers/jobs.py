@@ -15,7 +15,6 @@ from memoryd.jobs import failed as failed_jobs
 from memoryd.jobs import recent as recent_jobs
 from memoryd.platform.errors import NotFound
 from memoryd.records.schemas import (
-    JOB_ID,
     FailedJobPage,
     Identifier,
     JobAccepted,
@@ -26,14 +25,15 @@ from memoryd.tenancy.limits import check_page
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=ERROR_RESPONSES)
 
-_JOB_ID = re.compile(JOB_ID)
+# A job id is a UUID as the API hands them out, or an id a caller's idempotency or a task
+# of its own named (letters, digits, `-`, `_`): never a `:` or anything that could name a
+# Redis key of another kind (`<id>:lease`, which would tell that another tenant's job runs).
+_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 
 def job_id_checked(job_id: str) -> str:
-    """A job id is a UUID; anything else is no job (404, as an unknown id) before it names a
-    Redis key, so an id such as `<id>:lease` cannot reach a key of another kind (and tell
-    that another tenant's job is running)."""
-    if not _JOB_ID.match(job_id):
+    """An id of that form, else no job (404, as an unknown id) before any Redis read."""
+    if not _JOB_ID.fullmatch(job_id):
         raise NotFound(f"no job {job_id}", field="job_id")
     return job_id
 

@@ -108,15 +108,15 @@ def _logit(score: float) -> float:
 def admitted(hits: Sequence[SearchHit], min_score: float | None = None) -> list[SearchHit]:
     """The hits (not next turns) that may enter the block, best first: see `OPENS`,
     `FALLOFF` and `FEW`. `hits` are all the candidates the search returned for this user.
-    `min_score`, when the caller sets it, is an absolute floor on top."""
+    `min_score`, when the caller sets it, is the rule instead: every hit that reaches it
+    (0 asks for all of them), as before the default rule existed."""
     ranked = sorted((h for h in hits if h.context_of is None), key=lambda h: -h.score)
+    if min_score is not None:
+        return [h for h in ranked if h.score >= min_score]
     if not ranked or (ranked[0].score < OPENS and len(ranked) >= FEW):
         return []
     floor = _logit(ranked[0].score) - FALLOFF
-    kept = [h for h in ranked if _logit(h.score) >= floor]
-    if min_score is not None:
-        kept = [h for h in kept if h.score >= min_score]
-    return kept
+    return [h for h in ranked if _logit(h.score) >= floor]
 
 
 _WORDS = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]|[^\W_]+")

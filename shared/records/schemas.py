@@ -494,9 +494,9 @@ class ContextRequest(Scoped, ReadYourWrites):
     tags: list[Tag] | None = None
     top_k: int = Field(20, ge=1, le=50, description="how many memories to consider")
     min_score: float | None = Field(
-        None, ge=0, le=1, description="an absolute floor on the calibrated search score, on "
-        "top of the default rule: what enters is decided against the user's own candidates "
-        "(the best hit must stand out from the rest; the others stay close to it)")
+        None, ge=0, le=1, description="unset: the best hit opens the block when it scores "
+        "0.44 or more (or the user has fewer than 5 memories in reach) and the others follow "
+        "while they stay close to it; set: every memory scoring at least this enters instead")
     language: ContextLanguage = ContextLanguage.AUTO
 
 

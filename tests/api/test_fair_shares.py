@@ -53,8 +53,12 @@ def _not_ended(api: httpx.Client, jobs: list[str]) -> int:
 def own_stack(redis_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A stack of its own: the floods are left queued when it stops, instead of holding
     the session stack's threads (or a drain taking minutes) after the test."""
+    from memoryd.workers.bootstrap import get_runtime, set_runtime
     from memoryd.workers.stack import EmbeddedStack
 
+    # An in-process stack installs its runtime for this process's tasks, and unsets it on
+    # stop; the session stack's worker (same process) gets its own back after.
+    session_runtime = get_runtime()
     url = redis_db_url(redis_server, DB)
     settings = stack_settings(tmp_path_factory.mktemp("fair"), url, worker_stop_grace_s=1.0)
     embedded = EmbeddedStack(settings)
@@ -64,6 +68,7 @@ def own_stack(redis_server: str, tmp_path_factory: pytest.TempPathFactory) -> It
         yield embedded
     finally:
         embedded.stop()
+        set_runtime(session_runtime)
         client = redis.Redis.from_url(url)
         client.flushdb()
         client.close()

@@ -40,7 +40,8 @@ def test_ollama_native_extraction_end_to_end(
                 assert response.status_code == 202, response.text
                 job = wait_job(client, response.json()["job_id"], 60)
                 assert job["status"] == "succeeded", job
-                items = client.get("/v1/memories", params={"user_id": "ollama-user"}).json()
+                items = client.get("/v1/memories", params={"user_id": "ollama-user",
+                                                           "kind": "fact"}).json()
                 assert [m["content"] for m in items["items"]] == ["用户喜欢用 Vim 写代码"]
         finally:
             stop(proc)

@@ -62,9 +62,11 @@ def test_a_few_memories_are_shown_whatever_they_score() -> None:
     assert [h.memory.content for h in admitted([hit("only", 0.01)])] == ["only"]
 
 
-def test_min_score_is_an_absolute_floor_on_top() -> None:
+def test_min_score_is_the_rule_when_given() -> None:
     hits = [hit("best", 0.9), hit("near", 0.6), *background(10, 0.001)]
     assert [h.memory.content for h in admitted(hits, min_score=0.7)] == ["best"]
+    assert len(admitted(hits, min_score=0)) == 12
+    assert admitted([hit("a", 0.3), *background(10, 0.2)], min_score=0.5) == []
 
 
 def test_next_turns_are_never_admitted_on_their_own() -> None:
