@@ -185,17 +185,26 @@ def load_dataset(
         ) from exc
 
 
+def locomo_input(
+    options: EvalOptions,
+) -> tuple[list[ds.Conversation], ds.QuestionSet, dict[str, str]]:
+    """LoCoMo's conversations and questions as the options ask (a limit, long turns), and
+    what was read, for either protocol."""
+    if options.data is None:
+        raise EvalError("locomo needs --data <locomo10.json>")
+    convs, qset = ds.load_locomo(options.data, options.limit_conversations)
+    inputs = {"data": str(options.data)}
+    if options.long_turns is not None:
+        convs, qset = ds.long_turns(convs, qset, options.long_turns)
+        inputs["long_turns"] = str(options.long_turns)
+    return convs, qset, inputs
+
+
 def _load_files(
     options: EvalOptions, max_messages: int
 ) -> tuple[ds.Corpus, ds.QuestionSet, dict[str, str]]:
     if options.dataset == "locomo":
-        if options.data is None:
-            raise EvalError("locomo needs --data <locomo10.json>")
-        convs, qset = ds.load_locomo(options.data, options.limit_conversations)
-        inputs = {"data": str(options.data)}
-        if options.long_turns is not None:
-            convs, qset = ds.long_turns(convs, qset, options.long_turns)
-            inputs["long_turns"] = str(options.long_turns)
+        convs, qset, inputs = locomo_input(options)
         return ds.locomo_corpus(convs, max_messages), qset, inputs
     if options.dataset == "madial":
         if options.memory is None or options.dialogue is None:
@@ -332,13 +341,7 @@ def load_dialogues(options: EvalOptions) -> tuple[list[ds.Dialogue], ds.Question
     were left out as empty."""
     try:
         if options.dataset == "locomo":
-            if options.data is None:
-                raise EvalError("locomo needs --data <locomo10.json>")
-            convs, qset = ds.load_locomo(options.data, options.limit_conversations)
-            inputs = {"data": str(options.data)}
-            if options.long_turns is not None:
-                convs, qset = ds.long_turns(convs, qset, options.long_turns)
-                inputs["long_turns"] = str(options.long_turns)
+            convs, qset, inputs = locomo_input(options)
             return ds.locomo_dialogues(convs), qset, inputs, "dia_id", 0
         if options.dataset == "longmemeval":
             if options.data is None:

@@ -45,45 +45,38 @@ def message_source(cmd: IngestCommand, index: int, job_id: str | None) -> Memory
                         at=_when(m, cmd.received_at))
 
 
+def verbatim(
+    cmd: IngestCommand, index: int, job_id: str | None, turn_role: Role | None = None,
+) -> Candidate:
+    """Message `index` kept as it was said: an episodic memory with the message's metadata,
+    its role, and its source. With `turn_role`, its identity is the turn's
+    (`identity.turn_id`), so the same turn posted again is one memory."""
+    m = cmd.messages[index]
+    return Candidate(
+        content=m.content.strip(),
+        type=MemoryType.EPISODIC,
+        occurred_at=_when(m, cmd.received_at),
+        source=Source.INTERACTION,
+        thread_id=cmd.thread_id,
+        metadata={**(cmd.metadata or {}), **(m.metadata or {}), "role": m.role.value},
+        kind=MemoryKind.EPISODE,
+        sources=[message_source(cmd, index, job_id)],
+        turn_role=turn_role,
+    )
+
+
 def raw_candidates(cmd: IngestCommand, job_id: str | None = None) -> list[Candidate]:
     """Each message of a stored role becomes an episodic memory, metadata kept."""
     roles = set(cmd.store_roles)
-    return [
-        Candidate(
-            content=m.content.strip(),
-            type=MemoryType.EPISODIC,
-            occurred_at=_when(m, cmd.received_at),
-            source=Source.INTERACTION,
-            thread_id=cmd.thread_id,
-            metadata={**(cmd.metadata or {}), **(m.metadata or {}), "role": m.role.value},
-            kind=MemoryKind.EPISODE,
-            sources=[message_source(cmd, i, job_id)],
-        )
-        for i, m in enumerate(cmd.messages)
-        if m.role in roles
-    ]
+    return [verbatim(cmd, i, job_id) for i, m in enumerate(cmd.messages) if m.role in roles]
 
 
 def episode_candidates(cmd: IngestCommand, job_id: str | None = None) -> list[Candidate]:
     """The default extraction's episodes: each message of an episode role, verbatim, with
-    its role in its source and in `metadata.role`. Its identity is the turn's
-    (`identity.turn_id`), so the same turn posted again is one memory."""
+    its role in its source and in `metadata.role`, one memory per turn."""
     roles = set(cmd.store_roles)  # user and assistant unless the caller chose (with_episodes)
-    return [
-        Candidate(
-            content=m.content.strip(),
-            type=MemoryType.EPISODIC,
-            occurred_at=_when(m, cmd.received_at),
-            source=Source.INTERACTION,
-            thread_id=cmd.thread_id,
-            metadata={**(cmd.metadata or {}), **(m.metadata or {}), "role": m.role.value},
-            kind=MemoryKind.EPISODE,
-            sources=[message_source(cmd, i, job_id)],
-            turn_role=m.role,
-        )
-        for i, m in enumerate(cmd.messages)
-        if m.role in roles and m.content.strip()
-    ]
+    return [verbatim(cmd, i, job_id, m.role) for i, m in enumerate(cmd.messages)
+            if m.role in roles and m.content.strip()]
 
 
 def rule_candidates(
