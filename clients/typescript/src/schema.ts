@@ -746,7 +746,7 @@ export interface components {
             top_k?: number;
             /**
              * Min Score
-             * @description an absolute floor on the calibrated search score, on top of the default rule: what enters is decided against the user's own candidates (the best hit must stand out from the rest; the others stay close to it)
+             * @description unset: the best hit opens the block when it scores 0.44 or more (or the user has fewer than 5 memories in reach) and the others follow while they stay close to it; set: every memory scoring at least this enters instead
              */
             min_score?: number | null;
             /** @default auto */
