@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -174,13 +174,21 @@ def load_dataset(
     options: EvalOptions, max_messages: int
 ) -> tuple[ds.Corpus, ds.QuestionSet, dict[str, str]]:
     """The dataset's files, or an EvalError naming what is missing or malformed."""
-    try:
+    with data_errors(options.dataset):
         return _load_files(options, max_messages)
+
+
+@contextmanager
+def data_errors(dataset: str) -> Iterator[None]:
+    """A data file that cannot be read, or is not in the benchmark's format, as an EvalError
+    naming what is wrong."""
+    try:
+        yield
     except OSError as exc:
         raise EvalError(f"cannot read {exc.filename or 'the data'}: {exc.strerror}") from exc
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise EvalError(
-            f"{options.dataset} data is not in the benchmark's format "
+            f"{dataset} data is not in the benchmark's format "
             f"(see ../shared/bench/README.md): {type(exc).__name__}: {exc}"
         ) from exc
 
@@ -339,7 +347,7 @@ def load_dialogues(options: EvalOptions) -> tuple[list[ds.Dialogue], ds.Question
     """The chat protocol's input: each user's conversation with roles, the questions, what
     was read, the metadata field that carries a turn's evidence id, and how many turns
     were left out as empty."""
-    try:
+    with data_errors(options.dataset):
         if options.dataset == "locomo":
             convs, qset, inputs = locomo_input(options)
             return ds.locomo_dialogues(convs), qset, inputs, "dia_id", 0
@@ -349,13 +357,6 @@ def load_dialogues(options: EvalOptions) -> tuple[list[ds.Dialogue], ds.Question
             lme = ds.load_longmemeval(options.data)
             return lme.dialogues, lme.questions, {"data": str(options.data)}, "turn", \
                 lme.empty_turns
-    except OSError as exc:
-        raise EvalError(f"cannot read {exc.filename or 'the data'}: {exc.strerror}") from exc
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise EvalError(
-            f"{options.dataset} data is not in the benchmark's format "
-            f"(see ../shared/bench/README.md): {type(exc).__name__}: {exc}"
-        ) from exc
     raise EvalError(f"--protocol chat takes locomo or longmemeval, not {options.dataset!r} "
                     "(MADial has no conversation to post)")
 

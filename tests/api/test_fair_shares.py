@@ -7,18 +7,21 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from dataclasses import dataclass
 
 import httpx
 import pytest
 import redis
-from conftest import redis_db_url, stack_settings
+from conftest import redis_db_url
 from helpers import wait_job
+from up_process import start_up, stop_up, wait_ready
 
+from memoryd.embeddings.e5.engine import default_cache_dir
 from memoryd.jobs.names import QueueName
+from memoryd.platform.redis_runtime import free_port
 from memoryd.tenancy.api_keys import ApiKeyStore, parse_scopes
 
-DB = 15
+DB = 8  # a database of its own (the suite runs files in parallel)
 
 PLACES = ["Lisbon", "Osaka", "Quito", "Hanoi", "Cusco", "Tbilisi"]
 
@@ -49,46 +52,48 @@ def _not_ended(api: httpx.Client, jobs: list[str]) -> int:
                for job in jobs)
 
 
-@pytest.fixture(scope="module")
-def own_stack(redis_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A stack of its own: the floods are left queued when it stops, instead of holding
-    the session stack's threads (or a drain taking minutes) after the test."""
-    from memoryd.workers.bootstrap import get_runtime, set_runtime
-    from memoryd.workers.stack import EmbeddedStack
+@dataclass(frozen=True)
+class OwnStack:
+    base: str
+    redis: redis.Redis
 
-    # An in-process stack installs its runtime for this process's tasks, and unsets it on
-    # stop; the session stack's worker (same process) gets its own back after.
-    session_runtime = get_runtime()
+
+@pytest.fixture(scope="module")
+def own_stack(redis_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnStack]:
+    """A `memoryd up` of its own (a process of its own, so the floods it leaves queued when it
+    stops hold nothing of the session stack's, and no process-wide state is shared)."""
     url = redis_db_url(redis_server, DB)
-    settings = stack_settings(tmp_path_factory.mktemp("fair"), url, worker_stop_grace_s=1.0)
-    embedded = EmbeddedStack(settings)
-    embedded.prepare()
-    embedded.start_in_background()
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = start_up(tmp_path_factory.mktemp("fair") / "data", port, {
+        "MEMORYD_REDIS_URL": url, "MEMORYD_LOG_LEVEL": "WARNING", "MEMORYD_LOG_JSON": "true",
+        "MEMORYD_WORKER_CONCURRENCY": "4", "MEMORYD_WORKER_STOP_GRACE_S": "1.0",
+        "MEMORYD_ENGINE_CACHE_DIR": str(default_cache_dir())})
+    client = redis.Redis.from_url(url)
     try:
-        yield embedded
+        wait_ready(proc, base)
+        yield OwnStack(base, client)
     finally:
-        embedded.stop()
-        set_runtime(session_runtime)
-        client = redis.Redis.from_url(url)
+        stop_up(proc)
         client.flushdb()
         client.close()
 
 
-def _tenant_client(stack: Any) -> httpx.Client:
+def _tenant_client(stack: OwnStack) -> httpx.Client:
     """A key of a tenant of its own."""
-    key, _ = ApiKeyStore(stack.runtime.redis).create(
+    key, _ = ApiKeyStore(stack.redis).create(
         f"flood-{uuid.uuid4().hex[:8]}", parse_scopes("read,write"), "fair-shares test")
-    return httpx.Client(base_url=f"http://127.0.0.1:{stack.settings.port}",
+    return httpx.Client(base_url=stack.base,
                         headers={"Authorization": f"Bearer {key}"}, timeout=30.0)
 
 
-def _drop_queued(stack: Any) -> None:
+def _drop_queued(stack: OwnStack) -> None:
     """The rest of a flood is not this test's business: gone from the queues (the jobs
     already running end on their own)."""
-    stack.runtime.redis.delete(QueueName.MEMORY.value, QueueName.BULK.value)
+    stack.redis.delete(QueueName.MEMORY.value, QueueName.BULK.value)
 
 
-def test_another_tenants_save_ends_before_an_unmarked_backlog(own_stack: Any) -> None:
+def test_another_tenants_save_ends_before_an_unmarked_backlog(own_stack: OwnStack) -> None:
     with _tenant_client(own_stack) as flooder, _tenant_client(own_stack) as other:
         backlog = _flood(flooder, [f"history-{i}" for i in range(10)], 80)
         saved = other.post("/v1/memories", json={
@@ -100,7 +105,7 @@ def test_another_tenants_save_ends_before_an_unmarked_backlog(own_stack: Any) ->
     assert waiting >= 20, f"only {waiting} of the 80 queued interactions were left"
 
 
-def test_another_users_save_ends_before_one_users_backlog(own_stack: Any) -> None:
+def test_another_users_save_ends_before_one_users_backlog(own_stack: OwnStack) -> None:
     with _tenant_client(own_stack) as tenant:
         backlog = _flood(tenant, ["one-busy-user"], 40)
         saved = tenant.post("/v1/memories", json={

@@ -22,7 +22,7 @@ from memoryd.platform.settings import Settings
 from memoryd.records.commands import SaveCommand
 from memoryd.records.schemas import SaveRequest
 
-DB = 13
+DB = 5  # a database of its own (the suite runs files in parallel)
 
 
 @pytest.fixture()

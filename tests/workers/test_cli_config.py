@@ -188,7 +188,7 @@ def _pty_run(args: list[str], env: dict[str, str], until: str, timeout_s: float 
 
 def test_up_on_a_terminal_prints_readable_log_lines(redis_server: str, tmp_path: Path) -> None:
     port = free_port()
-    env = {"MEMORYD_REDIS_URL": redis_db_url(redis_server, 13), "MEMORYD_START_REDIS": "false",
+    env = {"MEMORYD_REDIS_URL": redis_db_url(redis_server, 4), "MEMORYD_START_REDIS": "false",
            "MEMORYD_API_KEYS": f"{KEY_A}=tenant-a"}
     proc, text = _pty_run(["up", "--port", str(port), "--data-dir", str(tmp_path)], env,
                           until="Uvicorn running")
