@@ -162,9 +162,13 @@ class ChatAnswer:
     context_ms: float
     search_evidence: bool  # /v1/search at its defaults returned an evidence memory
     search_ms: float
+    # The best search hit's score (None: no hit): what the block's gate reads (0027).
+    top_score: float | None = None
     # With --calibration: the same question asked of another user of the set (who has none
-    # of its memories) got an empty block; None when not asked.
+    # of its memories) got an empty block, and that user's best search score; None when
+    # not asked (or, for the score, no hit).
     other_empty: bool | None = None
+    other_top_score: float | None = None
 
 
 def ask(client: httpx.Client, question: ds.Question, key_field: str, context_first: bool
@@ -197,13 +201,24 @@ def ask(client: httpx.Client, question: ds.Question, key_field: str, context_fir
         search_evidence=any(evidence_keys(h["memory"], key_field) & relevant
                             for h in found.get("results") or []),
         search_ms=round(search_ms, 3),
+        top_score=_top_score(found),
     )
 
 
-def other_block_empty(client: httpx.Client, question: ds.Question, other: str) -> bool:
-    """Whether `other`, a user who has none of the question's memories, gets no block."""
-    response = client.post("/v1/context", json={"user_id": other, "query": question.query})
-    return not (check(response, f"context {question.qid} of {other}").get("items") or [])
+def _top_score(found: dict[str, Any]) -> float | None:
+    results = found.get("results") or []
+    return round(float(results[0]["score"]), 4) if results else None
+
+
+def other_block_empty(client: httpx.Client, question: ds.Question, other: str
+                      ) -> tuple[bool, float | None]:
+    """Whether `other`, a user who has none of the question's memories, gets no block, and
+    the score of that user's best search hit (for the gate's study, decision 0027)."""
+    body = {"user_id": other, "query": question.query}
+    response = client.post("/v1/context", json=body)
+    empty = not (check(response, f"context {question.qid} of {other}").get("items") or [])
+    found = check(client.post("/v1/search", json=body), f"search {question.qid} of {other}")
+    return empty, _top_score(found)
 
 
 def ask_all(base_url: str, questions: Sequence[ds.Question], key_field: str,
@@ -218,7 +233,8 @@ def ask_all(base_url: str, questions: Sequence[ds.Question], key_field: str,
             answer = ask(client, q, key_field, i % 2 == 0)
             other = other_of(q.user_id) if other_of is not None else None
             if other is not None:
-                answer = replace(answer, other_empty=other_block_empty(client, q, other))
+                empty, score = other_block_empty(client, q, other)
+                answer = replace(answer, other_empty=empty, other_top_score=score)
             answers.append(answer)
         return answers
 

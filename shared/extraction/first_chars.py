@@ -155,6 +155,11 @@ def _safe_key(ch: str, ignore_case: bool) -> str | None:
     return None
 
 
+# (first, last) character pairs remembered per AnyOf: the pairs of ordinary text are a few
+# thousand; hostile text of arbitrary characters cannot grow the table past this.
+_MAX_END_PAIRS = 16384
+
+
 class AnyOf:
     """`match(text)`: whether any pattern matches at the start of `text`, as one alternation
     of all of them would tell, scanning only the alternatives that can start there and, of
@@ -192,13 +197,25 @@ class AnyOf:
         # Compiled on first use: as many as (first key, end subset) pairs that occur, which
         # the tables bound (a few hundred at most).
         self._compiled: dict[tuple[str, tuple[int, ...]], re.Pattern[str]] = {}
+        self._by_ends: dict[tuple[str, str], re.Pattern[str]] = {}
 
     def match(self, text: str) -> bool:
         if not text:
             return self._all.match(text) is not None
+        # The pattern depends only on the text's first and last characters: looked up by
+        # them, one dict access a sentence. Bounded: past the bound the pair is worked out.
+        ends = (text[0], text[-1])
+        known = self._by_ends.get(ends)
+        if known is None:
+            known = self._pattern_for(text)
+            if len(self._by_ends) < _MAX_END_PAIRS:
+                self._by_ends[ends] = known
+        return known.match(text) is not None
+
+    def _pattern_for(self, text: str) -> re.Pattern[str]:
         first = _safe_key(text[0], self._ignore_case)
         if first is None:
-            return self._all.match(text) is not None
+            return self._all
         # `$` also matches before a final newline: such a text keeps every pattern.
         last = None if text.endswith("\n") else _safe_key(text[-1], self._ignore_case)
         if last is None:
@@ -212,7 +229,7 @@ class AnyOf:
         if pattern is None:
             indices = sorted({*always, *self._by_key.get(key[0], ())})
             pattern = self._compiled[key] = self._compile(indices)
-        return pattern.match(text) is not None
+        return pattern
 
     def _compile(self, indices: Iterable[int]) -> re.Pattern[str]:
         return _alternation([self._patterns[i].pattern for i in indices], self._flags)

@@ -166,9 +166,18 @@ def _from_sentence(sentence: str) -> list[RuleCandidate]:
     body, stable = _cleaned(ended)
     if not body:
         return []
+    # Each clause is cleaned once, though both the request scan and the clause loop read it.
+    cleaned: dict[str, str] = {}
+
+    def clean(clause: str) -> str:
+        found = cleaned.get(clause)
+        if found is None:
+            found = cleaned[clause] = _clean(clause)
+        return found
+
     split = p.CLAUSE_SPLIT.search(body)
     if split is not None:
-        stated = _before_request(body, split)
+        stated = _before_request(body, split, clean)
         if stated is not None:
             # What follows asks for something: it is no fact, and its question mark is
             # its own ("I'm allergic to peanuts, any snack ideas?").
@@ -199,7 +208,7 @@ def _from_sentence(sentence: str) -> list[RuleCandidate]:
     found = []
     read = {body}  # a clause equal to the body, or to an earlier clause, gives nothing new
     for part in parts:
-        clause = _clean(part)
+        clause = clean(part)
         if clause in read:
             continue
         read.add(clause)
@@ -211,7 +220,8 @@ def _from_sentence(sentence: str) -> list[RuleCandidate]:
     return found
 
 
-def _before_request(body: str, first: re.Match[str]) -> str | None:
+def _before_request(body: str, first: re.Match[str], clean: Callable[[str], str] = _clean
+                    ) -> str | None:
     """`body` up to the first clause after its first that asks the assistant for
     something (`p.REQUEST_CLAUSE`) or asks a question (`p.QUESTION`: "周末去哪玩好"), or
     None when no later clause does. One pass over the clause boundaries; each clause is
@@ -219,7 +229,7 @@ def _before_request(body: str, first: re.Match[str]) -> str | None:
     split: re.Match[str] | None = first
     while split is not None:
         following = p.CLAUSE_SPLIT.search(body, split.end())
-        clause = _clean(body[split.end(): len(body) if following is None else following.start()])
+        clause = clean(body[split.end(): len(body) if following is None else following.start()])
         if clause and (p.REQUEST_CLAUSE.match(clause) or p.QUESTION.search(clause)):
             stated = _strip_end(body[: split.start()])
             return stated or None

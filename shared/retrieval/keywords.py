@@ -83,17 +83,34 @@ def tokenize(text: str) -> list[str]:
     """Lowercased, stemmed word tokens, Chinese segmented into words, stopwords dropped."""
     folded = unicodedata.normalize("NFKC", text).casefold()
     tokens: list[str] = []
-    for match in _WORD.finditer(folded):
-        piece = match.group(0)
-        if not piece[0].isascii():  # _WORD's Latin words open with [0-9a-z], its runs with CJK
-            tokens.extend(t for t in _cut(piece) if t not in STOPWORDS)
+    for piece in _WORD.findall(folded):
+        if len(piece) <= _CACHED_PIECE_CHARS:
+            tokens.extend(_piece_tokens(piece))
         else:
-            word = piece.replace("’", "'")
-            if word not in STOPWORDS:
-                tokens.append(_stem(word))
+            tokens.extend(_read_piece(piece))
     return tokens
 
 
+# Words and short Chinese runs recur within a text and across texts: each is read once and
+# then looked up, which keeps a text of many tiny repeated pieces (a numbered list, one
+# character a line) as cheap a token as an ordinary one. Bounded in entries and length.
+_CACHED_PIECE_CHARS = 24
+
+
+@lru_cache(maxsize=65536)
+def _piece_tokens(piece: str) -> tuple[str, ...]:
+    return _read_piece(piece)
+
+
+def _read_piece(piece: str) -> tuple[str, ...]:
+    """The tokens of one `_WORD` match: a Chinese run cut into words, or one stemmed word."""
+    if not piece[0].isascii():  # _WORD's Latin words open with [0-9a-z], its runs with CJK
+        return tuple(t for t in _cut(piece) if t not in STOPWORDS)
+    word = piece.replace("’", "'")
+    return () if word in STOPWORDS else (_stem(word),)
+
+
+@lru_cache(maxsize=65536)
 def token_id(token: str) -> int:
     return zlib.crc32(token.encode("utf-8")) & 0x7FFFFFFF
 
