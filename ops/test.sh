@@ -40,6 +40,7 @@ fi
 .venv/bin/mypy
 PYTHONPATH=build/src .venv/bin/lint-imports
 # Two test processes (pytest-xdist), whole files to each: most tests wait on a stack, a
-# worker or a subprocess, so two overlap well on two cores. MEMORYD_TEST_PROCESSES=0 runs
+# worker or a subprocess, so two overlap well on two cores. The longest files go first
+# (tests/conftest.py LONG_RUNNING), in that order. MEMORYD_TEST_PROCESSES=0 runs
 # everything in this process.
-exec .venv/bin/python -m pytest -n "${MEMORYD_TEST_PROCESSES:-2}" --dist loadfile "$@"
+exec .venv/bin/python -m pytest -n "${MEMORYD_TEST_PROCESSES:-2}" --dist loadfile --no-loadscope-reorder "$@"

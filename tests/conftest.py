@@ -20,6 +20,29 @@ KEY_A = "test-key-alpha"
 KEY_B = "test-key-beta"
 
 
+# The files that run longest (whole benches, fault drills, stacks stopped and restarted),
+# sent to the test processes first: with `--dist loadfile` each file goes to one process,
+# and one of these left to the end keeps one process busy while the other idles
+# (ops/test.sh turns off xdist's reordering by test count, which put them last).
+LONG_RUNNING = (
+    "tests/ops/test_bench_smoke.py", "tests/ops/test_bench_scale_smoke.py",
+    "tests/ops/test_bench_candidates_smoke.py", "tests/ops/test_bench_extract_smoke.py",
+    "tests/faults/test_worker_killed.py", "tests/ops/test_bench_ab_smoke.py",
+    "tests/workers/test_bulk_queue.py", "tests/workers/test_time_limits.py",
+    "tests/api/test_forget_erasure.py", "tests/faults/test_embedded_faults.py",
+    "tests/api/test_schemathesis.py", "tests/workers/test_memoryd_up.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONG_RUNNING)}
+
+    def key(item: pytest.Item) -> int:
+        return rank.get(item.nodeid.split("::", 1)[0], len(LONG_RUNNING))
+
+    items.sort(key=key)  # stable: every file keeps its tests' order
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A reachable REDIS_URL if one is given, else a redis-server of our own."""
