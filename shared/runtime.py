@@ -28,6 +28,7 @@ from memoryd.memories.reads import ReadPath
 from memoryd.memories.writes import MemoryWriter
 from memoryd.platform import failpoints
 from memoryd.platform.settings import Settings
+from memoryd.platform.text_pace import TextPacer
 from memoryd.proxy.upstream import Upstream
 from memoryd.retrieval.access import AccessCounter
 from memoryd.retrieval.rerank import HttpReranker
@@ -92,7 +93,13 @@ class Runtime:
 
     def writer(self, view: View) -> MemoryWriter:
         """The writes of one task, on the index view it resolved (inside a write region)."""
-        return MemoryWriter(view, self.redis, self.settings, self.erasure)
+        return MemoryWriter(view, self.redis, self.settings, self.erasure, self.text_pacer)
+
+    @cached_property
+    def text_pacer(self) -> TextPacer:
+        """The process's one pacer of per-text passes: every job's writer takes turns on it
+        (shared/platform/text_pace.py)."""
+        return TextPacer(self.settings.text_pace_share, self.settings.text_pace_burst_s)
 
     @cached_property
     def webhooks(self) -> Webhooks:

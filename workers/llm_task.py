@@ -5,18 +5,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from memoryd.jobs.celery_app import TaskPolicy
 from memoryd.memories.writes import MemoryWriter
 from memoryd.platform.errors import LLMRateLimited
-from memoryd.platform.settings import get_settings
 from memoryd.workers.task_base import C, MemoryTask
-
-_settings = get_settings()
 
 
 class LLMTask(MemoryTask):
     abstract = True
-    # Per worker process (Celery's token bucket): N workers allow N times this.
-    rate_limit = _settings.llm_rate_limit
+    # Per worker process (Celery's token bucket): N workers allow N times this. The app's
+    # `TaskPolicy` sets it, before a worker of that app builds its buckets.
+    rate_limit: str | None = None
+
+    @classmethod
+    def apply_policy(cls, policy: TaskPolicy) -> None:
+        super().apply_policy(policy)
+        cls.rate_limit = policy.llm_rate_limit
 
     def run_command(
         self,

@@ -7,13 +7,14 @@ from typing import Any
 from celery.signals import setup_logging
 
 from memoryd.platform.logs import configure_logging
-from memoryd.platform.settings import Settings, get_settings
+from memoryd.platform.settings import Settings
+from memoryd.workers.bootstrap import get_runtime
 from memoryd.workers.celery_app import app
 
 
 @setup_logging.connect
 def _structlog(**_: Any) -> None:
-    settings = get_settings()
+    settings = get_runtime().settings
     configure_logging(settings.log_level, settings.log_json_choice)
 
 
@@ -33,7 +34,7 @@ def worker_argv(concurrency: int, queues: str, loglevel: str, settings: Settings
 def run_worker(concurrency: int, queues: str, loglevel: str, hostname: str | None = None) -> None:
     import memoryd.workers.tasks  # noqa: F401  (registers the tasks)
 
-    app.worker_main(worker_argv(concurrency, queues, loglevel, get_settings(), hostname))
+    app.worker_main(worker_argv(concurrency, queues, loglevel, get_runtime().settings, hostname))
 
 
 def run_beat(loglevel: str) -> None:

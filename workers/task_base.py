@@ -1,37 +1,41 @@
 """One base task sets the policy for every task (retries, time limits, acks, leases: the
-Task policy of docs/architecture.md) and keeps job state current."""
+Task policy of docs/architecture.md) and keeps job state current.
+
+The numbers of that policy (retries, backoff ceiling, the LLM rate limit) are the Settings'
+the task's app was configured with (`memoryd.jobs.celery_app.TaskPolicy`): a worker built
+with other Settings (the embedded stack's, a test's) runs its tasks with those."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import structlog
 from billiard.einfo import ExceptionInfo
-from celery import Task
-from pydantic import ValidationError
+from celery import Celery, Task
+from celery.utils.time import get_exponential_backoff_interval
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from memoryd.index import reindex
 from memoryd.jobs import time_limits
+from memoryd.jobs.celery_app import TaskPolicy, task_policy
+from memoryd.jobs.envelope import C, envelope, parse_command
 from memoryd.jobs.leases import keeper
 from memoryd.jobs.names import TaskName, queue_for
 from memoryd.jobs.shown import arguments_shown, shown
 from memoryd.memories.writes import MemoryWriter
-from memoryd.platform.errors import AppError, CommandInvalid, JobRunning, TransientError, field_path
+from memoryd.platform.errors import AppError, JobRunning, TransientError
 from memoryd.platform.logs import exception_summary, get_logger
-from memoryd.platform.settings import get_settings
-from memoryd.records.commands import Command
+from memoryd.platform.settings import Settings
 from memoryd.webhooks.events import JobEnd
 from memoryd.workers.bootstrap import get_runtime
 
-C = TypeVar("C", bound=Command)
+__all__ = ["C", "MemoryTask", "ReindexTask", "error_body", "parse_command", "unavailable"]
 
 log = get_logger("memoryd.task")
-_settings = get_settings()
 
 # The attribute of a task run's request (Celery's per-run context, still current in
 # `on_success`) that carries the job's whole result from the task body to the job store.
@@ -60,25 +64,7 @@ def error_body(exc: BaseException) -> dict[str, Any]:
 
 def _origin(task_id: str, kwargs: Any) -> dict[str, Any]:
     """Ids for the hooks Celery calls after the task's log context has been left."""
-    command = kwargs.get("command") if isinstance(kwargs, dict) else None
-    request_id = command.get("request_id") if isinstance(command, dict) else None
-    return {"task_id": task_id, "job_id": task_id, "request_id": request_id}
-
-
-def parse_command(model: type[C], command: dict[str, Any]) -> C:
-    """The command as its model, or `CommandInvalid` with the failing fields and reasons: a
-    validation error's own text quotes the input, the user's messages before redaction, and
-    it would reach the job's error, the logs and task events."""
-    try:
-        return model.model_validate(command)
-    except ValidationError as exc:
-        errors = exc.errors(include_url=False, include_input=False, include_context=False)
-        # The request a command carries is named by its own fields, as the API names them.
-        locs = [e["loc"][1:] if e["loc"][:1] == ("request",) else e["loc"] for e in errors]
-        problems = "; ".join(f"{field_path(loc) or 'command'}: {e['type']}"
-                             for loc, e in zip(locs, errors[:10], strict=False))
-        raise CommandInvalid(f"the task's {model.__name__} does not validate: {problems}",
-                             field=field_path(locs[0]) or None) from None
+    return {"task_id": task_id, "job_id": task_id, "request_id": envelope(kwargs).request_id}
 
 
 class MemoryTask(Task[Any, dict[str, Any]]):
@@ -86,15 +72,33 @@ class MemoryTask(Task[Any, dict[str, Any]]):
     acks_late = True
     reject_on_worker_lost = True
     autoretry_for = TRANSIENT
-    retry_backoff = 1
-    retry_backoff_max = _settings.task_retry_backoff_max_s
+    # Exponential backoff with full jitter, capped at `retry_backoff_max`: computed in
+    # `retry` from the policy current then, not by Celery's autoretry (which would keep the
+    # ceiling the task had when it was built).
+    retry_backoff = False
     retry_jitter = True
-    max_retries = _settings.task_max_retries
+    # The app's `TaskPolicy` replaces these when the task is bound and whenever the app is
+    # configured again (`on_bound`); until then, the Settings' defaults.
+    max_retries: int | None = Settings.model_fields["task_max_retries"].default
+    retry_backoff_max: int = Settings.model_fields["task_retry_backoff_max_s"].default
+    unavailable_max_retries: int = Settings.model_fields["task_unavailable_max_retries"].default
     # No time limits here: the app's (`job_soft_time_limit_s`, `job_time_limit_s`, from the
     # Settings the worker was built with) reach every pool (shared/jobs/time_limits.py).
     # Bookkeeping tasks (access statistics) have no job a caller could ask about. A task
     # that tracks its job returns through `run_command`, which hands `on_success` its result.
     tracks_job = True
+
+    @classmethod
+    def on_bound(cls, app: Celery) -> None:
+        policy = task_policy(app)
+        if policy is not None:
+            cls.apply_policy(policy)
+
+    @classmethod
+    def apply_policy(cls, policy: TaskPolicy) -> None:
+        cls.max_retries = policy.max_retries
+        cls.retry_backoff_max = policy.retry_backoff_max_s
+        cls.unavailable_max_retries = policy.unavailable_max_retries
 
     def retry(
         self,
@@ -110,7 +114,11 @@ class MemoryTask(Task[Any, dict[str, Any]]):
         # A dependency that is down (store, embedder, Redis, later the LLM) comes back on its
         # own: such jobs keep retrying far longer than other transient failures.
         if max_retries is None and exc is not None and unavailable(exc):
-            max_retries = _settings.task_unavailable_max_retries
+            max_retries = self.unavailable_max_retries
+        if countdown is None and eta is None:  # autoretry: the exponential backoff
+            countdown = get_exponential_backoff_interval(
+                factor=1, retries=self.request.retries, maximum=self.retry_backoff_max,
+                full_jitter=bool(self.retry_jitter))
         # The re-sent message shows what the first one showed: no content (queue/shown.py).
         sent = kwargs if kwargs is not None else self.request.kwargs or {}
         options.setdefault("argsrepr", "()")
@@ -154,14 +162,10 @@ class MemoryTask(Task[Any, dict[str, Any]]):
                        error: dict[str, Any] | None = None) -> None:
         """The job's webhook events, right where its outcome is recorded: once per job
         (their ids come from the job's), and never failing it (`Webhooks.emit`)."""
-        command = kwargs.get("command") if isinstance(kwargs, dict) else None
-        if not isinstance(command, dict):
-            return
-        request = command.get("request")
-        fields = {**request, **command} if isinstance(request, dict) else command
-        tenant, user = fields.get("tenant_id"), fields.get("user_id")
-        if isinstance(tenant, str) and isinstance(user, str):
-            get_runtime().webhooks.emit(JobEnd(tenant, user, task_id, self.name, result, error))
+        sent = envelope(kwargs)
+        if sent.tenant_id is not None and sent.user_id is not None:
+            get_runtime().webhooks.emit(
+                JobEnd(sent.tenant_id, sent.user_id, task_id, self.name, result, error))
 
     def run_command(
         self,
@@ -218,9 +222,10 @@ class MemoryTask(Task[Any, dict[str, Any]]):
     def context(self, command: dict[str, Any]) -> Iterator[str]:
         """Bind the job's ids into every log line of this task run."""
         job_id = str(self.request.id)
+        sent = envelope({"command": command})
         with structlog.contextvars.bound_contextvars(
             task=self.name, task_id=job_id, job_id=job_id,
-            request_id=command.get("request_id"), tenant_id=command.get("tenant_id"),
+            request_id=sent.request_id, tenant_id=sent.tenant_id,
             attempt=self.request.retries,
         ):
             yield job_id
@@ -237,6 +242,6 @@ class ReindexTask(MemoryTask):
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
     ) -> None:
         super().on_failure(exc, task_id, args, kwargs, einfo)
-        step = kwargs.get("step") or kwargs.get("command")
-        if isinstance(step, dict) and step.get("job_id"):
-            reindex.fail(get_runtime().reindexing, str(step["job_id"]), error_body(exc))
+        job_id = envelope(kwargs).job_id
+        if job_id:
+            reindex.fail(get_runtime().reindexing, job_id, error_body(exc))

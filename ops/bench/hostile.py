@@ -169,8 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="message size (default: the max_message_bytes setting)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON report path")
     args = parser.parse_args(argv)
-    max_bytes = args.max_bytes or Settings().max_message_bytes
-    embedder = None if args.no_embedder else E5Embedder()
+    settings = Settings()  # the bench is its process's composition root
+    max_bytes = args.max_bytes or settings.max_message_bytes
+    embedder = None if args.no_embedder else E5Embedder(settings=settings)
     embed_shapes = [s.strip() for s in args.embed_shapes.split(",") if s.strip()]
     times = measure(max_bytes, max(1, args.repeats), embedder, max(1, args.embed_repeats),
                     embed_shapes)

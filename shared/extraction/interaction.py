@@ -14,7 +14,7 @@ from functools import partial
 from memoryd.extraction.redaction import redact
 from memoryd.extraction.rules import extract_rules_sourced
 from memoryd.platform.errors import ExtractorUnavailable
-from memoryd.platform.text_pace import TextPacer, default_pacer
+from memoryd.platform.text_pace import TextPacer
 from memoryd.records.candidate import Candidate
 from memoryd.records.commands import IngestCommand
 from memoryd.records.models import (
@@ -117,10 +117,9 @@ def with_episodes(req: InteractionRequest) -> InteractionRequest:
     return req.model_copy(update={"store_roles": list(EPISODE_ROLES)})
 
 
-def redacted(cmd: IngestCommand, pacer: TextPacer | None = None) -> IngestCommand:
+def redacted(cmd: IngestCommand, pacer: TextPacer) -> IngestCommand:
     """The command with every message redacted: secrets and identifiers never reach the
     store or a model, whatever the mode."""
-    pacer = pacer or default_pacer()
     messages = [m.model_copy(update={"content": pacer.run(partial(redact, m.content))})
                 for m in cmd.messages]
     return cmd.model_copy(update={"request": cmd.request.model_copy(
@@ -128,13 +127,13 @@ def redacted(cmd: IngestCommand, pacer: TextPacer | None = None) -> IngestComman
 
 
 def candidates_for(
-    cmd: IngestCommand, pacer: TextPacer | None = None, job_id: str | None = None
+    cmd: IngestCommand, pacer: TextPacer, job_id: str | None = None
 ) -> list[Candidate]:
-    """`pacer` (default: the process's) paces the text passes, one message at a time.
+    """`pacer` (the process's, `Runtime.text_pacer`) paces the text passes, one message at
+    a time.
 
     The default extraction gives the episodes first, then the facts: the writer links
     each fact to the episodes of its messages as it goes."""
-    pacer = pacer or default_pacer()
     cmd = redacted(cmd, pacer)
     if cmd.extract is ExtractMode.RAW:
         return raw_candidates(cmd, job_id)

@@ -1,15 +1,58 @@
 """The Celery app's configuration from `Settings`. The process's app is built by its
-composition root (`workers/celery_app.py`; Flower: `celery -A memoryd.workers.celery_app:app`)."""
+composition root (`workers/celery_app.py`; Flower: `celery -A memoryd.workers.celery_app:app`).
+
+Task policy (retries, backoff, the LLM rate limit) is part of that configuration: the
+`TaskPolicy` of the Settings an app is configured with travels on the app, and its tasks
+take it from there (workers/task_base.py), so every app follows its own Settings: the
+worker's, or an embedded stack's given to its `Runtime`."""
 
 from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from celery import Celery
 
 from memoryd.jobs.names import QUEUE_OF, QueueName, TaskName
 from memoryd.platform.settings import Settings
 
+# The app's configuration key holding its `TaskPolicy` (as a plain dict: Flower and
+# `celery inspect conf` show the configuration).
+POLICY_KEY = "memoryd_task_policy"
+
+
+@dataclass(frozen=True)
+class TaskPolicy:
+    """What the task base classes (workers/task_base.py, workers/llm_task.py) take from
+    `Settings`: they read it when they are bound to an app, and again each time the app is
+    configured (`Runtime.celery`), before a worker of that app starts."""
+
+    max_retries: int
+    retry_backoff_max_s: int
+    # Retries while a dependency is unreachable (`*_unavailable`), instead of `max_retries`.
+    unavailable_max_retries: int
+    # Celery's rate limit of the LLM tasks, per worker process ("60/m"); None: unlimited.
+    llm_rate_limit: str | None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TaskPolicy:
+        return cls(
+            max_retries=settings.task_max_retries,
+            retry_backoff_max_s=settings.task_retry_backoff_max_s,
+            unavailable_max_retries=settings.task_unavailable_max_retries,
+            llm_rate_limit=settings.llm_rate_limit,
+        )
+
+
+def task_policy(app: Celery) -> TaskPolicy | None:
+    """The policy `app` was configured with; None for an app `configure` never saw."""
+    values: dict[str, Any] | None = app.conf.get(POLICY_KEY)
+    return TaskPolicy(**values) if values is not None else None
+
 
 def configure(app: Celery, settings: Settings) -> None:
+    policy = TaskPolicy.from_settings(settings)
+    changed = task_policy(app) != policy
     app.conf.update(
         broker_url=settings.redis_url,
         broker_connection_retry_on_startup=True,
@@ -54,6 +97,12 @@ def configure(app: Celery, settings: Settings) -> None:
         worker_redirect_stdouts=False,
         include=["memoryd.workers.tasks"],
     )
+    app.conf[POLICY_KEY] = asdict(policy)
+    # Tasks built before (at the app's finalization) take the new policy now; Celery calls
+    # `on_bound` for the ones built later. Never finalizes the app itself.
+    if changed and app.finalized:  # type: ignore[attr-defined]  # not in celery-types
+        for task in list(app.tasks.values()):
+            task.on_bound(app)
 
 
 def create_app(settings: Settings) -> Celery:

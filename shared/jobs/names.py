@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
+from memoryd.jobs.envelope import envelope
+
 
 class QueueName(StrEnum):
     MEMORY = "memory"  # cheap writes: raw ingest, saves, edits, deletions
@@ -64,10 +66,5 @@ def queue_for(task: TaskName, kwargs: Mapping[str, Any]) -> QueueName:
     its owner's share of the memory queue at enqueue (`"overflow": true`, set by
     `memoryd.jobs.enqueue.submit`). Retries and recovery call this too, so a job keeps its
     queue."""
-    command = kwargs.get("command")
-    if isinstance(command, Mapping):
-        request = command.get("request")
-        marked = request.get("backfill") if isinstance(request, Mapping) else None
-        if command.get("backfill") is True or marked is True or command.get("overflow") is True:
-            return QueueName.BULK
-    return QUEUE_OF[task]
+    sent = envelope(kwargs)
+    return QueueName.BULK if sent.backfill or sent.overflow else QUEUE_OF[task]

@@ -28,6 +28,7 @@ from memoryd.memories.versions import version_chain
 from memoryd.platform import failpoints
 from memoryd.platform.errors import NotFound
 from memoryd.platform.settings import Settings
+from memoryd.platform.text_pace import TextPacer
 from memoryd.records.candidate import Candidate
 from memoryd.records.commands import (
     DeleteCommand,
@@ -109,7 +110,8 @@ class MemoryWriter:
     from its store, written through its fenced writes, embedded by its model, audited in its
     trail; under the user's lock in `redis`, forgets followed by `erasure`."""
 
-    def __init__(self, view: View, redis: Redis, settings: Settings, erasure: Erasure) -> None:
+    def __init__(self, view: View, redis: Redis, settings: Settings, erasure: Erasure,
+                 pacer: TextPacer) -> None:
         self.store = view.store
         self.writes = view.writes
         self.audit = view.audit
@@ -117,11 +119,12 @@ class MemoryWriter:
         self.redis = redis
         self.settings = settings
         self.erasure = erasure
+        self.pacer = pacer  # the process's (`Runtime.text_pacer`): the text passes take turns
 
     # ---- entry points (one per task) -----------------------------------------
 
     def ingest(self, cmd: IngestCommand, job_id: str) -> dict[str, Any]:
-        candidates = candidates_for(cmd, job_id=job_id)
+        candidates = candidates_for(cmd, self.pacer, job_id=job_id)
         results = self.write(cmd.owner, cmd.scope, cmd.project, candidates, job_id,
                              actor=cmd.actor)
         return with_dropped(summarize(results, cmd.extract.value, cmd.episodes), cmd)

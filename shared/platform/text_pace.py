@@ -10,6 +10,9 @@ the turn's holder sleeps until it is back to zero. Sustained text work then take
 `share` of the time, and request threads get the rest; ordinary traffic (well under a
 millisecond a message) never comes near the budget. In a prefork worker (one job a process)
 the budget paces that process alone.
+
+One pacer a process, built from its settings (`text_pace_share`, `text_pace_burst_s`) by
+the process's `Runtime` (`Runtime.text_pacer`), which hands it to every job's writer.
 """
 
 from __future__ import annotations
@@ -18,8 +21,6 @@ import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
-
-from memoryd.platform.settings import get_settings
 
 T = TypeVar("T")
 
@@ -46,18 +47,3 @@ class TextPacer:
                 time.sleep(-self._credit_s / self.share)
                 self._credit_s, self._at = 0.0, time.monotonic()
         return result
-
-
-_default: TextPacer | None = None
-_default_lock = threading.Lock()
-
-
-def default_pacer() -> TextPacer:
-    """The process's pacer, from its settings (one, so every worker thread takes turns)."""
-    global _default
-    if _default is None:
-        settings = get_settings()
-        with _default_lock:
-            if _default is None:
-                _default = TextPacer(settings.text_pace_share, settings.text_pace_burst_s)
-    return _default

@@ -9,6 +9,7 @@ longer matches any module (and so checks nothing) fails here.
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -86,3 +87,45 @@ print(stray)
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+# The composition roots: the only modules that may read the process's settings
+# (`get_settings()`). Everything else gets the Settings (or the values) it needs passed in,
+# so a worker, gateway or test built with other Settings gets exactly those.
+SETTINGS_ROOTS = frozenset({
+    "workers/bootstrap.py",  # the worker process's Runtime
+    "workers/celery_app.py",  # the worker process's Celery app (`celery -A`)
+})
+
+
+def settings_reads(source: str) -> list[int]:
+    """The lines of `source` that call `get_settings()` (by name or as an attribute)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else (
+                func.attr if isinstance(func, ast.Attribute) else None)
+            if name == "get_settings":
+                lines.append(node.lineno)
+    return lines
+
+
+def test_the_scan_finds_settings_reads() -> None:
+    assert settings_reads("from x import get_settings\nlimit = get_settings().a\n") == [2]
+    assert settings_reads("import x\n\n\ndef f():\n    return x.get_settings()\n") == [5]
+    assert settings_reads("def get_settings():\n    return 1\n") == []
+
+
+def test_only_composition_roots_read_the_process_settings() -> None:
+    found = {}
+    for package in ("shared", "api", "workers"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            name = path.relative_to(ROOT).as_posix()
+            lines = settings_reads(path.read_text())
+            if lines:
+                found[name] = lines
+    strays = {name: lines for name, lines in found.items() if name not in SETTINGS_ROOTS}
+    assert not strays, f"get_settings() outside the composition roots: {strays}"
+    # Each root still is one: an entry that no longer reads them would allow nothing.
+    assert set(found) == SETTINGS_ROOTS

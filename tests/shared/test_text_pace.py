@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
+from memoryd.platform.settings import Settings
 from memoryd.platform.text_pace import TextPacer
+from memoryd.runtime import Runtime
 
 
 def test_sustained_work_is_held_to_its_share() -> None:
@@ -45,3 +48,16 @@ def test_threads_take_turns() -> None:
     for t in threads:
         t.join()
     assert most == 1
+
+
+def test_the_runtime_paces_with_its_own_settings(tmp_path: Path) -> None:
+    """One pacer a process, from the Settings its Runtime was built with (not the
+    environment), shared by every job's writer."""
+    settings = Settings(data_dir=tmp_path, text_pace_share=0.5, text_pace_burst_s=0.2)
+    runtime = Runtime(settings)
+    try:
+        pacer = runtime.text_pacer
+        assert (pacer.share, pacer.burst_s) == (0.5, 0.2)
+        assert runtime.text_pacer is pacer
+    finally:
+        runtime.close()

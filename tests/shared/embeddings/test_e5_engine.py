@@ -54,7 +54,8 @@ def test_the_process_model_runs_on_the_configured_engine(tmp_path: Path, choice:
     code = (
         "import sys\n"
         "from memoryd.embeddings.local import E5Embedder, e5_model\n"
-        "v = E5Embedder().embed_query('我喜欢绿茶')\n"
+        "from memoryd.platform.settings import Settings\n"
+        "v = E5Embedder(settings=Settings()).embed_query('我喜欢绿茶')\n"
         "print(e5_model()._lib._name, sys.float_info.min / 2 > 0, round(float(v @ v), 4))\n"
     )
     env = {**os.environ, "MEMORYD_E5_ENGINE": choice, "MEMORYD_ENGINE_CACHE_DIR": str(tmp_path)}
