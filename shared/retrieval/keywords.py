@@ -1,4 +1,8 @@
-"""CJK-aware keyword tokens and the sparse vector Qdrant scores them by (IDF applied there).
+"""CJK-aware keyword tokens and the sparse vectors Qdrant scores them by.
+
+A document's vector holds its BM25 term weights; a query's holds each term's IDF from a
+fixed reference (`reference_idf`, docs/decisions/0028), so that the score, their dot
+product, reads nothing of the store: no other user's memories move it.
 
 Chinese runs are cut by jieba-rs (`rjieba`: jieba's dictionary and algorithm, exact mode
 with HMM, the tokens of `jieba.lcut`, in linear time and far faster than Python jieba);
@@ -20,6 +24,8 @@ from functools import lru_cache
 import snowballstemmer
 
 from memoryd.embeddings.parts import split_parts
+from memoryd.retrieval.bm25 import BM25_AVG_LEN, BM25_B, BM25_K1
+from memoryd.retrieval.reference_idf import reference_idf
 
 _WORD = re.compile(r"[0-9a-z]+(?:['’][a-z]+)?|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
@@ -104,10 +110,25 @@ def _piece_tokens(piece: str) -> tuple[str, ...]:
 
 def _read_piece(piece: str) -> tuple[str, ...]:
     """The tokens of one `_WORD` match: a Chinese run cut into words, or one stemmed word."""
+    return tuple(token for _, token in _read_surface(piece))
+
+
+def _read_surface(piece: str) -> tuple[tuple[str, str], ...]:
+    """(surface word, token) pairs of one `_WORD` match: a Chinese word is its own token,
+    a Latin word's token is its stem."""
     if not piece[0].isascii():  # _WORD's Latin words open with [0-9a-z], its runs with CJK
-        return tuple(t for t in _cut(piece) if t not in STOPWORDS)
+        return tuple((t, t) for t in _cut(piece) if t not in STOPWORDS)
     word = piece.replace("’", "'")
-    return () if word in STOPWORDS else (_stem(word),)
+    return () if word in STOPWORDS else ((word, _stem(word)),)
+
+
+def surface_tokens(text: str) -> list[tuple[str, str]]:
+    """`tokenize`'s tokens, each with the surface word it came from (casefolded)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    pairs: list[tuple[str, str]] = []
+    for piece in _WORD.findall(folded):
+        pairs.extend(_read_surface(piece))
+    return pairs
 
 
 @lru_cache(maxsize=65536)
@@ -116,17 +137,13 @@ def token_id(token: str) -> int:
 
 
 # BM25's document side, computed at write time with a fixed average length (memories
-# are short and similar in length); Qdrant's IDF modifier supplies the other half. A long
+# are short and similar in length); the query's weights supply the IDF (reference_idf). A long
 # memory (shared/embeddings/parts.py) is scored by its passages, as its dense side is: each
 # word weighs what it weighs in the passage where it weighs most, counted and
 # length-normalised within that passage. Counting a word over the whole text while
 # normalising by one passage's length made a long turn outscore the short one that answers
 # (docs/decisions/0026-keywords-by-passage.md); normalising by the whole text's length
 # dilutes every word of a long memory, which fusion reads as a weak list.
-BM25_K1 = 1.2
-BM25_B = 0.75
-BM25_AVG_LEN = 12.0
-
 
 def _bm25(tokens: list[str]) -> dict[int, float]:
     counts = Counter(token_id(t) for t in tokens)
@@ -156,15 +173,21 @@ EARLIER_TURN_WEIGHT = 0.5
 def query_keyword_vector(
     text: str, current: str | None = None
 ) -> tuple[list[int], list[float]] | None:
-    """A query's terms, each once: the score is then the sum of matched terms' BM25 × IDF.
+    """A query's terms, each once, weighted by their reference IDF: the score is then the
+    sum of matched terms' BM25 × IDF, read from no stored statistics. A stem reached from
+    several surface words ("painted", "painting") takes the rarest one's IDF.
 
     With `current` (a conversation excerpt's current turn), terms found only in the earlier
     lines count half, as the dense side counts the current turn twice (docs/retrieval.md).
     """
-    ids = sorted({token_id(t) for t in tokenize(text)})
-    if not ids:
+    idf: dict[int, float] = {}
+    for surface, token in surface_tokens(text):
+        i = token_id(token)
+        idf[i] = max(idf.get(i, 0.0), reference_idf(surface))
+    if not idf:
         return None
+    ids = sorted(idf)
     if current is None:
-        return ids, [1.0] * len(ids)
+        return ids, [idf[i] for i in ids]
     now = {token_id(t) for t in tokenize(current)}
-    return ids, [1.0 if i in now else EARLIER_TURN_WEIGHT for i in ids]
+    return ids, [idf[i] * (1.0 if i in now else EARLIER_TURN_WEIGHT) for i in ids]

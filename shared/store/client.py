@@ -14,6 +14,7 @@ from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from memoryd.platform.errors import StoreRejected, StoreUnavailable
+from memoryd.platform.logs import get_logger
 from memoryd.records.models import AuditEvent
 from memoryd.store.base import (
     AUDIT_INDEXES,
@@ -51,6 +52,10 @@ _SCHEMA = {
     "integer": qm.PayloadSchemaType.INTEGER,
 }
 _AUDIT_VECTOR = "unit"
+# Keyword vectors without Qdrant's IDF: the query carries a fixed reference IDF instead,
+# so no stored data moves a user's keyword scores (docs/decisions/0028).
+_SPARSE_CONFIG = {SPARSE: qm.SparseVectorParams(modifier=qm.Modifier.NONE)}
+log = get_logger("memoryd.store.client")
 
 
 def _reason(exc: UnexpectedResponse) -> str:
@@ -198,12 +203,20 @@ class QdrantClientStore(Store):
                     multivector_config=qm.MultiVectorConfig(
                         comparator=qm.MultiVectorComparator.MAX_SIM)),
             },
-            sparse_vectors_config={SPARSE: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
+            sparse_vectors_config=_SPARSE_CONFIG,
         ):
             self._create_indexes(self.collection, MEMORY_INDEXES)
-        vectors = self._call(
-            lambda: self._client.get_collection(self.collection)).config.params.vectors
-        self._parts = isinstance(vectors, dict) and PARTS in vectors
+        params = self._call(lambda: self._client.get_collection(self.collection)).config.params
+        self._parts = isinstance(params.vectors, dict) and PARTS in params.vectors
+        sparse = (params.sparse_vectors or {}).get(SPARSE)
+        if sparse is not None and sparse.modifier == qm.Modifier.IDF:
+            # Made before decision 0028: Qdrant's collection-wide IDF would multiply the
+            # query's reference IDF. The stored vectors hold BM25 document weights either
+            # way; only the modifier changes (Qdrant applies it at query time).
+            self._call(functools.partial(
+                self._client.update_collection, self.collection,
+                sparse_vectors_config=_SPARSE_CONFIG))
+            log.info("keyword_idf_migrated", collection=self.collection)
         if self._create_collection(
             self._audit_collection,
             vectors_config={_AUDIT_VECTOR: qm.VectorParams(size=1, distance=qm.Distance.DOT)},

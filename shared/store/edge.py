@@ -111,6 +111,12 @@ def _dense_params(dim: int) -> dict[str, qe.EdgeVectorParams]:
     }
 
 
+def _sparse_params() -> dict[str, qe.EdgeSparseVectorParams]:
+    # No engine IDF: the query carries a fixed reference IDF, so no stored data moves a
+    # user's keyword scores (docs/decisions/0028).
+    return {SPARSE: qe.EdgeSparseVectorParams()}
+
+
 def _filter(cond: AllOf) -> qe.Filter:
     return qe.Filter(must=[_translate(c) for c in cond.conditions])
 
@@ -268,12 +274,13 @@ class EdgeStore(Store):
         with self._lock:
             if self._mem is not None:
                 return
-            sparse = {SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)}
+            sparse = _sparse_params()
             mem_config = qe.EdgeConfig(
                 vectors=_dense_params(dim), sparse_vectors=sparse,
                 max_search_threads=self._search_threads,
             )
             path = self._root / self.collection
+            self._migrate_keyword_idf(path)
             self._mem = self._open(
                 path, mem_config,
                 qe.EdgeConfig(sparse_vectors=sparse, max_search_threads=self._search_threads),
@@ -361,8 +368,47 @@ class EdgeStore(Store):
             records.append(qe.Point(record.id, record.vector or {}, whole.payload))
         return records, next_offset
 
+    def _migrate_keyword_idf(self, path: Path) -> None:
+        """Move a shard made before decision 0028 (Qdrant's IDF modifier on its keyword
+        vectors) to the current configuration. The engine opens a shard only with the
+        modifier it was made with, so the shard is copied, as a compaction copies it, into
+        one without the modifier; the stored vectors (BM25 document weights) are the same.
+        A crash midway leaves the old shard whole (`settle_compaction`)."""
+        settle_compaction(path)
+        config = path / "edge_config.json"
+        if not config.exists():
+            return
+        sparse = json.loads(config.read_text()).get("sparse_vectors") or {}
+        if not any(str((spec or {}).get("modifier", "")).lower() == "idf"
+                   for spec in sparse.values()):
+            return
+        started = time.monotonic()
+        legacy = {name: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf) for name in sparse}
+        old = qe.EdgeShard.load(str(path), qe.EdgeConfig(
+            sparse_vectors=legacy, max_search_threads=self._search_threads))
+        unreadable: list[str] = []
+        try:
+            count = self._copy_shard(old, path, "_mem", unreadable)
+        finally:
+            old.close()
+        settle_compaction(path)
+        log.info("keyword_idf_migrated", shard=path.name, points=count,
+                 unreadable=len(unreadable), seconds=round(time.monotonic() - started, 3))
+
     def _rebuild(self, old: qe.EdgeShard, path: Path, attr: str,
                  unreadable: list[str]) -> int:
+        count = self._copy_shard(old, path, attr, unreadable)
+        with self._lock:
+            old.flush()
+            self._retired.append((old, path.with_name(path.name + _OLD)))
+            settle_compaction(path)  # the complete copy replaces the shard's files
+            setattr(self, attr, qe.EdgeShard.load(str(path), self._reopen_config(attr)))
+        return count
+
+    def _copy_shard(self, old: qe.EdgeShard, path: Path, attr: str,
+                    unreadable: list[str]) -> int:
+        """Copy `old`'s live points into a new shard beside `path` (current configuration),
+        left as `<path>.ready` for `settle_compaction` to swap in."""
         building = path.with_name(path.name + _BUILDING)
         shutil.rmtree(building, ignore_errors=True)
         building.mkdir(parents=True)
@@ -386,11 +432,6 @@ class EdgeStore(Store):
         finally:
             new.close()
         building.rename(path.with_name(path.name + _READY))
-        with self._lock:
-            old.flush()
-            self._retired.append((old, path.with_name(path.name + _OLD)))
-            settle_compaction(path)  # the complete copy replaces the shard's files
-            setattr(self, attr, qe.EdgeShard.load(str(path), self._reopen_config(attr)))
         return count
 
     def _config_of(self, path: Path) -> qe.EdgeConfig:
@@ -405,15 +446,15 @@ class EdgeStore(Store):
                 if spec.get("multivector_config") else None)
             for name, spec in (raw.get("vectors") or {}).items()
         }
-        sparse = {name: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)
+        sparse = {name: qe.EdgeSparseVectorParams()
                   for name in (raw.get("sparse_vectors") or {})}
         return qe.EdgeConfig(vectors=vectors, sparse_vectors=sparse or None,
                              max_search_threads=self._search_threads)
 
     def _reopen_config(self, attr: str) -> qe.EdgeConfig:
         if attr == "_mem":
-            sparse = {SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)}
-            return qe.EdgeConfig(sparse_vectors=sparse, max_search_threads=self._search_threads)
+            return qe.EdgeConfig(sparse_vectors=_sparse_params(),
+                                 max_search_threads=self._search_threads)
         return qe.EdgeConfig(
             vectors={_AUDIT_VECTOR: qe.EdgeVectorParams(size=1, distance=qe.Distance.Dot)},
             max_search_threads=self._search_threads,

@@ -1,0 +1,89 @@
+"""Keyword IDF from a fixed reference that no stored data moves (docs/decisions/0028).
+
+A word's weight in a query is its BM25 IDF in a *reference* corpus: `REFERENCE_DOCS`
+short documents of `BM25_AVG_LEN` tokens each, whose words occur at the frequencies of
+`wordfreq`'s "large" lists (English for Latin-script words, Chinese for CJK words). The
+store's own statistics are not read: with Qdrant's collection-wide IDF one tenant's
+memories moved another user's keyword scores (issue 30), and ranking on a shared store
+was not what `memoryd eval` reported on an empty one.
+
+A word's reference document frequency, for a word of frequency f per token in documents
+of L tokens, is df = 1 - exp(-f·L) (the chance a document holds it at least once); its
+IDF is Qdrant's BM25 form over N = `REFERENCE_DOCS` documents, n = df·N:
+ln(1 + (N - n + 0.5) / (n + 0.5)), so `Weights.keyword_half` keeps the scale it had with
+Qdrant's IDF on a store of a few thousand memories. A word the table does not hold (a
+name, a rare word, a number of two digits or more, which wordfreq only keeps with its
+digits smashed) weighs what the table's rarest word weighs.
+
+The table holds only words at least `MIN_FREQUENCY` per token: rarer words' IDF differs
+from the rarest's by under 0.05 (n ≪ 0.5), so keeping them would cost memory for nothing.
+wordfreq's word lists are CC BY-SA 4.0 data: they are read from the installed `wordfreq`
+package at run time, never copied into this code (NOTICE). Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+from memoryd.retrieval.bm25 import BM25_AVG_LEN
+
+REFERENCE_DOCS = 2000.0
+MIN_FREQUENCY = 1e-6
+_LANGS = ("en", "zh")
+_WORDLIST = "large"  # wordfreq's "best" list for both languages
+
+_lock = threading.Lock()
+_table: dict[str, float] | None = None
+
+
+def idf_of_frequency(frequency: float) -> float:
+    """BM25 IDF of a word of `frequency` per token in the reference corpus."""
+    df = -math.expm1(-max(frequency, 0.0) * BM25_AVG_LEN)
+    n = df * REFERENCE_DOCS
+    return math.log1p((REFERENCE_DOCS - n + 0.5) / (n + 0.5))
+
+
+RARE_IDF = idf_of_frequency(MIN_FREQUENCY)
+
+
+def _is_cjk(word: str) -> bool:
+    return not word[0].isascii()
+
+
+def _load() -> dict[str, float]:
+    """Surface word → IDF, English and Chinese lists (a CJK key can only be Chinese, a
+    Latin one only English: each list keeps its own script)."""
+    # Imported on the first keyword query, not at start-up. Read through `read_cBpack`
+    # rather than `get_frequency_dict`, which would cache every list whole (~75 MB).
+    from wordfreq import available_languages, read_cBpack
+
+    table: dict[str, float] = {}
+    lists = available_languages(_WORDLIST)
+    for lang in _LANGS:
+        buckets = read_cBpack(lists[lang])
+        for centibels, words in enumerate(buckets):
+            frequency = 10.0 ** (-centibels / 100)  # bucket i holds words at -i cB
+            if frequency < MIN_FREQUENCY:
+                break
+            idf = idf_of_frequency(frequency)
+            for word in words:
+                if _is_cjk(word) == (lang == "zh") and word not in table:
+                    table[word] = idf
+        del buckets
+    return table
+
+
+def reference_table() -> dict[str, float]:
+    """The table, read once per process on first use."""
+    global _table
+    if _table is None:
+        with _lock:
+            if _table is None:
+                _table = _load()
+    return _table
+
+
+def reference_idf(surface: str) -> float:
+    """The reference IDF of one casefolded surface word (before stemming)."""
+    return reference_table().get(surface, RARE_IDF)
