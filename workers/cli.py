@@ -195,6 +195,9 @@ def eval_(
     protocol: Annotated[str, typer.Option(
         help="ranking: raw memories through /v1/search; chat: turns posted as a chat server "
              "posts them (default extraction), questions through /v1/context")] = "ranking",
+    crowd: Annotated[int, typer.Option(
+        min=0, help="first store this many memories of unrelated users (generated, fixed "
+                    "seed) in the same store, as a shared store holds")] = 0,
 ) -> None:
     """Retrieval quality on a benchmark, through the real stack's write path and gateway.
 
@@ -205,7 +208,12 @@ def eval_(
     With --protocol chat (locomo, longmemeval), each conversation is posted turn by turn
     with the default extraction and each question asks /v1/context at its defaults: the
     share of questions whose block holds an evidence turn, empty blocks, memories per turn,
-    block tokens, ingest turns/s, and /v1/context beside /v1/search latency."""
+    block tokens, ingest turns/s, and /v1/context beside /v1/search latency.
+
+    With --crowd N, N memories of other users (English and Chinese everyday sentences)
+    are stored through the import API before the set: a user's ranking must not move
+    with them (docs/decisions/0028-keyword-statistics-no-one-else-moves.md); the report
+    records N."""
     from memoryd.evaluation import EvalError
     from memoryd.evaluation.runner import (
         EvalOptions,
@@ -224,7 +232,7 @@ def eval_(
             limit_conversations=limit_conversations, limit_questions=limit_questions,
             as_of=parse_as_of(as_of), calibration=calibration,
             name=parse_name(name), long_turns=long_turns, per_category=per_category,
-            protocol=parse_protocol(protocol),
+            protocol=parse_protocol(protocol), crowd=crowd,
         )
         run_command(options, embedded_stack, out, console)
     except EvalError as exc:

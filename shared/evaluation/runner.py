@@ -18,6 +18,7 @@ from rich.console import Console
 from memoryd.evaluation import EvalError, chat
 from memoryd.evaluation import datasets as ds
 from memoryd.evaluation import metrics as mx
+from memoryd.evaluation.crowd import store_crowd
 from memoryd.evaluation.ingest import api_client, check, ingest
 from memoryd.evaluation.report import (
     EvalReport,
@@ -55,6 +56,7 @@ class EvalOptions:
     long_turns: int | None = None  # LoCoMo: join turns into memories of this many characters
     per_category: int | None = None  # the first N questions of each category (quick runs)
     protocol: str = "ranking"  # "ranking" (raw memories, /v1/search) or "chat"
+    crowd: int = 0  # memories of unrelated users stored first (`memoryd.evaluation.crowd`)
 
 
 def parse_as_of(value: str | None) -> datetime | None:
@@ -76,6 +78,18 @@ def parse_name(value: str | None) -> str | None:
     if value is not None and not _NAME.fullmatch(value):
         raise EvalError(f"--name takes 1-40 lowercase letters, digits and dashes; got {value!r}")
     return value
+
+
+def crowd_first(options: EvalOptions, base_url: str, concurrency: int,
+                say: Callable[[str], None]) -> dict[str, Any]:
+    """Store `--crowd` memories of unrelated users before the set; what to report of it."""
+    if options.crowd <= 0:
+        return {}
+    say(f"storing {options.crowd} memories of unrelated users first (--crowd)")
+    crowd = store_crowd(base_url, options.crowd, concurrency)
+    say(f"crowd stored in {crowd.seconds:.1f} s ({crowd.users} users)")
+    return {"crowd_memories": crowd.memories, "crowd_users": crowd.users,
+            "crowd_seconds": round(crowd.seconds, 2)}
 
 
 def parse_modes(values: Sequence[str]) -> list[str]:
@@ -250,10 +264,11 @@ def select_questions(options: EvalOptions, questions: list[ds.Question]) -> list
 
 
 def limits_of(options: EvalOptions) -> dict[str, str]:
-    """The options that cut the set, as the report's inputs (the page's command repeats
-    them)."""
+    """The options that cut the set, and `--crowd`, as the report's inputs (the page's
+    command repeats them)."""
     limits = {"limit_conversations": options.limit_conversations,
-              "limit_questions": options.limit_questions, "per_category": options.per_category}
+              "limit_questions": options.limit_questions, "per_category": options.per_category,
+              "crowd": options.crowd or None}
     return {k: str(v) for k, v in limits.items() if v is not None}
 
 
@@ -291,6 +306,7 @@ def run_evaluation(
         corpus = only_asked(corpus, questions)
     specs, order = metric_specs(options.dataset)
     with stack(options.data_dir, options.embedder) as (base_url, settings):
+        crowd = crowd_first(options, base_url, settings.worker_concurrency, say)
         items = sum(len(i.items) for inters in corpus.users.values() for i in inters)
         say(f"ingesting {items} items for {len(corpus.users)} users through {base_url}")
         outcome = ingest(base_url, corpus, settings.worker_concurrency)
@@ -321,11 +337,14 @@ def run_evaluation(
             "questions_with_merged_evidence": merged_away,
             "unresolved_evidence_ids": len(qset.unresolved_ids),
             "empty_turns_left_out": corpus.left_out,
+            "crowd_memories": int(crowd.get("crowd_memories", 0)),
         },
         ingest={
             "seconds": round(outcome.seconds, 2), "jobs": outcome.jobs,
             # Each item is one decision of the write path (added or merged as a duplicate).
             "memories_per_s": round(outcome.items / max(outcome.seconds, 1e-9), 2),
+            **({"crowd_seconds": crowd["crowd_seconds"], "crowd_users": crowd["crowd_users"]}
+               if crowd else {}),
         },
         results=results, unresolved_ids=qset.unresolved_ids,
         merged_keys=sorted(f"{u}/{k}" for u, keys in outcome.merged.items() for k in keys),
@@ -379,6 +398,7 @@ def run_chat(
     _, order = metric_specs(options.dataset)
     name = options.name or options.dataset
     with stack(options.data_dir, options.embedder) as (base_url, settings):
+        crowd = crowd_first(options, base_url, settings.worker_concurrency, say)
         turns = sum(d.turn_count() for d in dialogues)
         say(f"posting {turns} turns of {len(dialogues)} users, turn by turn, through "
             f"{base_url}")
@@ -403,6 +423,7 @@ def run_chat(
             "questions_left_out_by_limit": len(qset.questions) - len(questions),
             "unresolved_evidence_ids": len(qset.unresolved_ids),
             "empty_turns_left_out": left_out,
+            "crowd_memories": int(crowd.get("crowd_memories", 0)),
         },
     )
     report.wall_time_s = round(time.perf_counter() - began, 2)

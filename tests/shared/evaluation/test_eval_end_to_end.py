@@ -150,7 +150,7 @@ def test_locomo_end_to_end(tmp_path: Path) -> None:
         "questions_evaluated": 5, "questions_skipped_no_evidence": 1,
         "questions_ignored_category": 1, "questions_left_out_by_limit": 0,
         "questions_with_merged_evidence": 0, "unresolved_evidence_ids": 2,
-        "empty_turns_left_out": 0,
+        "empty_turns_left_out": 0, "crowd_memories": 0,
     }
     assert report["merged_keys"] == []
     assert sorted(report["unresolved_ids"]) == ["conv-a/D7:7", "conv-a/D9:99"]
@@ -178,13 +178,17 @@ def test_locomo_end_to_end(tmp_path: Path) -> None:
 
 
 def test_madial_end_to_end(tmp_path: Path) -> None:
+    """With `--crowd`: memories of unrelated users are stored first, and recorded."""
     memory, dialogue = madial_files(tmp_path)
     out = tmp_path / "report.json"
     done = run_eval(["madial", "--memory", str(memory), "--dialogue", str(dialogue),
-                     "--out", str(out)])
+                     "--out", str(out), "--crowd", "250"])
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "storing 250 memories of unrelated users first" in done.stdout
     report = json.loads(out.read_text())
     assert report["counts"]["memories"] == 5 and report["counts"]["users"] == 2
+    assert report["counts"]["crowd_memories"] == 250 and report["inputs"]["crowd"] == "250"
+    assert report["ingest"]["crowd_users"] == 2
     assert report["counts"]["questions_evaluated"] == 2
     assert report["unresolved_ids"] == ["2/3"]  # memory 3 is user 1's, not Lisa's
     for result in report["results"]:
