@@ -112,3 +112,43 @@ def test_a_store_made_with_qdrant_idf_moves_to_the_reference_idf(tmp_path: Path)
         again.close()
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == [
         "memories", "memories_audit"]
+
+
+def test_a_qdrant_collection_with_the_idf_modifier_loses_it_at_open(tmp_path: Path) -> None:
+    """The Qdrant (server) store, here on qdrant-client's local engine: the collection's
+    sparse modifier is changed in place, as Qdrant applies it at query time."""
+    from qdrant_client import QdrantClient
+    from qdrant_client import models as qm
+
+    from memoryd.store.client import QdrantClientStore
+
+    alice = [point(ALICE, text, i) for i, text in enumerate(ALICE_TEXTS)]
+    store = QdrantClientStore("memories", path=tmp_path / "q")
+    store.ensure_schema("test-model", DIM)
+    store.upsert(ALICE, alice)
+    store.close()
+    legacy = QdrantClient(path=str(tmp_path / "q"))
+    try:  # the configuration the code before decision 0028 created
+        legacy.update_collection("memories", sparse_vectors_config={
+            SPARSE: qm.SparseVectorParams(modifier=qm.Modifier.IDF)})
+    finally:
+        legacy.close()
+
+    store = QdrantClientStore("memories", path=tmp_path / "q")
+    try:
+        store.ensure_schema("test-model", DIM)
+        query = query_keyword_vector(QUERY)
+        assert query is not None
+        [hits] = store.search_many(ALICE, [], [VectorQuery(SPARSE, query)], 10)
+        expected = expected_scores(alice)
+        assert {str(h.payload["content"]) for h in hits} == expected.keys()
+        for h in hits:
+            assert abs(h.score - expected[str(h.payload["content"])]) < 1e-4 * h.score
+    finally:
+        store.close()
+    opened = QdrantClient(path=str(tmp_path / "q"))
+    try:
+        sparse = opened.get_collection("memories").config.params.sparse_vectors or {}
+        assert sparse[SPARSE].modifier == qm.Modifier.NONE
+    finally:
+        opened.close()
