@@ -408,7 +408,10 @@ SECTIONS = (
         "question asked at its own date: turn nDCG@10 with the `has_answer` turns relevant, "
         "session recall_all@5 with sessions ranked by their best turn, per question type. "
         "With `--calibration` each "
-        "question is also asked of another user of the set, who has none of its memories.",
+        "question is also asked of another user of the set, who has none of its memories. "
+        "With `--crowd N`, N generated memories of unrelated users are stored first, as a "
+        "shared store holds them; a user's figures must not move with them "
+        "(docs/decisions/0028-keyword-statistics-no-one-else-moves.md).",
         "`memoryd eval locomo --data ../shared/bench/locomo10.json --mode dense,keyword,hybrid "
         "--calibration` and `memoryd eval madial --memory "
         "../shared/bench/madial_zh/MADial-Bench-zh-memory.json --dialogue "
