@@ -30,7 +30,7 @@ from memoryd.records.schemas import (
     SearchResponse,
 )
 from memoryd.retrieval import scoring
-from memoryd.retrieval.keywords import query_keyword_vector
+from memoryd.retrieval.keywords import USER_COUNT_CAP, OwnCounts, query_keyword_vector
 from memoryd.retrieval.query_text import read_query
 from memoryd.retrieval.rerank import HttpReranker
 from memoryd.retrieval.time_cues import TimeCues, read_time_cues
@@ -245,8 +245,8 @@ def gather(
             # Long memories' passages (shared/embeddings/parts.py): a long memory's dense
             # score is its best passage's, or its whole's where that is higher.
             queries.append(VectorQuery(PARTS, vector.tolist()))
-    keywords = (query_keyword_vector(req.query, current) if req.mode is not SearchMode.DENSE
-                else None)
+    keywords = (query_keyword_vector(req.query, current, own_counts(rp, owner))
+                if req.mode is not SearchMode.DENSE else None)
     if keywords is not None:
         queries.append(VectorQuery(SPARSE, keywords))
     # Fusion, neighbours and rescoring reorder, so each list goes deeper than the page:
@@ -260,6 +260,20 @@ def gather(
         lists, 0 if req.mode is not SearchMode.KEYWORD else None,
         len(lists.lists) - 1 if keywords is not None else None)
     return candidates, conditions, vector
+
+
+def own_counts(rp: ReadPath, owner: Owner) -> OwnCounts:
+    """The user's own keyword statistics (`keywords.OwnCounts`): how many memories the
+    user has, and for each term how many hold it (a one-term keyword list each, in one
+    store call, up to `USER_COUNT_CAP`). Only the user's points are read, every one of
+    them (no search filter), so the figures are the same for every search of the user:
+    docs/decisions/0028-keyword-statistics-no-one-else-moves.md."""
+    def counts(ids: list[int]) -> tuple[int, list[int]]:
+        lists = rp.store.search_many(
+            owner, [], [VectorQuery(SPARSE, ([i], [1.0])) for i in ids], USER_COUNT_CAP,
+            fields=["user_id"])
+        return rp.store.count(owner), [sum(1 for p in hits if p.score > 0) for hits in lists]
+    return counts
 
 
 def with_parts_merged(lists: RankedLists, depth: int) -> RankedLists:

@@ -1,8 +1,8 @@
 """CJK-aware keyword tokens and the sparse vectors Qdrant scores them by.
 
 A document's vector holds its BM25 term weights; a query's holds each term's IDF from a
-fixed reference (`reference_idf`, docs/decisions/0028), so that the score, their dot
-product, reads nothing of the store: no other user's memories move it.
+fixed reference moved by the user's own memories (`reference_idf`, docs/decisions/0028),
+so that the score, their dot product, reads no other user's data.
 
 Chinese runs are cut by jieba-rs (`rjieba`: jieba's dictionary and algorithm, exact mode
 with HMM, the tokens of `jieba.lcut`, in linear time and far faster than Python jieba);
@@ -13,6 +13,7 @@ segmenter that cut differently would need `memoryd reindex`, hence the pinned ve
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import unicodedata
@@ -25,7 +26,7 @@ import snowballstemmer
 
 from memoryd.embeddings.parts import split_parts
 from memoryd.retrieval.bm25 import BM25_AVG_LEN, BM25_B, BM25_K1
-from memoryd.retrieval.reference_idf import reference_idf
+from memoryd.retrieval.reference_idf import REFERENCE_DOCS, bm25_idf, reference_docs, user_idf
 
 _WORD = re.compile(r"[0-9a-z]+(?:['’][a-z]+)?|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
@@ -170,24 +171,43 @@ def keyword_vector(text: str) -> tuple[list[int], list[float]] | None:
 EARLIER_TURN_WEIGHT = 0.5
 
 
+# How many of the user's memories holding a query term are counted (`OwnCounts`): enough to
+# tell a word in a few memories from one in hundreds, bounded per search.
+USER_COUNT_CAP = 256
+
+# The user's own statistics for a query's terms: (how many memories the user has, and for
+# each term id how many of them hold it, up to USER_COUNT_CAP). Read from the user's
+# memories only (shared/memories/reads.py), so no one else's data moves a score.
+OwnCounts = Callable[[list[int]], tuple[int, list[int]]]
+
+
 def query_keyword_vector(
-    text: str, current: str | None = None
+    text: str, current: str | None = None, own: OwnCounts | None = None,
 ) -> tuple[list[int], list[float]] | None:
-    """A query's terms, each once, weighted by their reference IDF: the score is then the
-    sum of matched terms' BM25 × IDF, read from no stored statistics. A stem reached from
-    several surface words ("painted", "painting") takes the rarest one's IDF.
+    """A query's terms, each once, weighted by their IDF: the score is then the sum of
+    matched terms' BM25 × IDF. The IDF is the fixed reference's (`reference_idf`), moved by
+    the user's own memories when `own` reads them (`user_idf`); no statistic of the store
+    is read. A stem reached from several surface words ("painted", "painting") takes the
+    rarest one's reference.
 
     With `current` (a conversation excerpt's current turn), terms found only in the earlier
     lines count half, as the dense side counts the current turn twice (docs/retrieval.md).
     """
-    idf: dict[int, float] = {}
+    reference: dict[int, float] = {}
     for surface, token in surface_tokens(text):
         i = token_id(token)
-        idf[i] = max(idf.get(i, 0.0), reference_idf(surface))
-    if not idf:
+        reference[i] = min(reference.get(i, math.inf), reference_docs(surface))
+    if not reference:
         return None
-    ids = sorted(idf)
+    ids = sorted(reference)
+    if own is None:
+        idf = [bm25_idf(reference[i], REFERENCE_DOCS) for i in ids]
+    else:
+        user_docs, holding = own(ids)
+        idf = [user_idf(reference[i], user_docs, min(n, USER_COUNT_CAP))
+               for i, n in zip(ids, holding, strict=True)]
     if current is None:
-        return ids, [idf[i] for i in ids]
+        return ids, idf
     now = {token_id(t) for t in tokenize(current)}
-    return ids, [idf[i] * (1.0 if i in now else EARLIER_TURN_WEIGHT) for i in ids]
+    return ids, [w * (1.0 if i in now else EARLIER_TURN_WEIGHT)
+                 for i, w in zip(ids, idf, strict=True)]

@@ -37,13 +37,22 @@ _lock = threading.Lock()
 _table: dict[str, float] | None = None
 
 
+def bm25_idf(n: float, total: float) -> float:
+    """BM25's IDF (Qdrant's form) of a word in `n` of `total` documents."""
+    return math.log1p(max(total - n + 0.5, 0.0) / (n + 0.5))
+
+
+def docs_of_frequency(frequency: float) -> float:
+    """How many of the reference corpus's documents hold a word of `frequency` per token."""
+    return -math.expm1(-max(frequency, 0.0) * BM25_AVG_LEN) * REFERENCE_DOCS
+
+
 def idf_of_frequency(frequency: float) -> float:
     """BM25 IDF of a word of `frequency` per token in the reference corpus."""
-    df = -math.expm1(-max(frequency, 0.0) * BM25_AVG_LEN)
-    n = df * REFERENCE_DOCS
-    return math.log1p((REFERENCE_DOCS - n + 0.5) / (n + 0.5))
+    return bm25_idf(docs_of_frequency(frequency), REFERENCE_DOCS)
 
 
+RARE_DOCS = docs_of_frequency(MIN_FREQUENCY)
 RARE_IDF = idf_of_frequency(MIN_FREQUENCY)
 
 
@@ -52,8 +61,8 @@ def _is_cjk(word: str) -> bool:
 
 
 def _load() -> dict[str, float]:
-    """Surface word → IDF, English and Chinese lists (a CJK key can only be Chinese, a
-    Latin one only English: each list keeps its own script)."""
+    """Surface word → reference documents holding it, English and Chinese lists (a CJK
+    key can only be Chinese, a Latin one only English: each list keeps its own script)."""
     # Imported on the first keyword query, not at start-up. Read through `read_cBpack`
     # rather than `get_frequency_dict`, which would cache every list whole (~75 MB).
     from wordfreq import available_languages, read_cBpack
@@ -66,10 +75,10 @@ def _load() -> dict[str, float]:
             frequency = 10.0 ** (-centibels / 100)  # bucket i holds words at -i cB
             if frequency < MIN_FREQUENCY:
                 break
-            idf = idf_of_frequency(frequency)
+            docs = docs_of_frequency(frequency)
             for word in words:
                 if _is_cjk(word) == (lang == "zh") and word not in table:
-                    table[word] = idf
+                    table[word] = docs
         del buckets
     return table
 
@@ -84,6 +93,21 @@ def reference_table() -> dict[str, float]:
     return _table
 
 
+def reference_docs(surface: str) -> float:
+    """How many reference documents hold one casefolded surface word (before stemming)."""
+    return reference_table().get(surface, RARE_DOCS)
+
+
 def reference_idf(surface: str) -> float:
     """The reference IDF of one casefolded surface word (before stemming)."""
-    return reference_table().get(surface, RARE_IDF)
+    return bm25_idf(reference_docs(surface), REFERENCE_DOCS)
+
+
+def user_idf(reference: float, user_docs: int, user_holding: int) -> float:
+    """IDF over the reference corpus joined by the user's own memories: `user_docs` of
+    them, `user_holding` of which hold the word. The reference is a prior that every user
+    shares; the user's own counts move it, and nothing else does. A word in every memory of
+    the user (a speaker's name in "Caroline: …" turns) then weighs little, as Qdrant's
+    IDF had it on a store of one user, while a user of 20 memories keeps the language's
+    knowledge of which words are common."""
+    return bm25_idf(reference + user_holding, REFERENCE_DOCS + user_docs)

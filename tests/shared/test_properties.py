@@ -20,9 +20,11 @@ from memoryd.retrieval.keywords import (
     STOPWORDS,
     keyword_vector,
     query_keyword_vector,
+    surface_tokens,
     token_id,
     tokenize,
 )
+from memoryd.retrieval.reference_idf import RARE_IDF
 
 PROFILE = settings(max_examples=200, derandomize=True, deadline=None, database=None,
                    suppress_health_check=[HealthCheck.too_slow])
@@ -48,7 +50,10 @@ def test_tokenize_never_crashes_and_tokens_are_words(text: str) -> None:
         indices, values = doc
         assert indices == sorted(set(indices)) == query[0]
         assert set(indices) == {token_id(t) for t in tokens}
-        assert all(0 < v for v in values) and query[1] == [1.0] * len(indices)
+        assert all(0 < v for v in values)
+        # Query weights are reference IDFs (docs/decisions/0028): positive, bounded.
+        assert all(0 < w <= RARE_IDF for w in query[1])
+        assert [t for _, t in surface_tokens(text)] == tokens
 
 
 @PROFILE

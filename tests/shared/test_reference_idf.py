@@ -15,6 +15,7 @@ from memoryd.retrieval.keywords import (
 )
 from memoryd.retrieval.reference_idf import (
     MIN_FREQUENCY,
+    RARE_DOCS,
     RARE_IDF,
     REFERENCE_DOCS,
     idf_of_frequency,
@@ -33,7 +34,7 @@ def test_common_words_weigh_less_than_rare_ones() -> None:
 def test_unknown_words_weigh_as_the_rarest_listed() -> None:
     for word in ("qxzzyv", "pepperington", "旺财旺财", "20231107"):
         assert reference_idf(word) == RARE_IDF
-    assert max(reference_table().values()) <= RARE_IDF
+    assert min(reference_table().values()) >= RARE_DOCS
     assert RARE_IDF == idf_of_frequency(MIN_FREQUENCY)
 
 
@@ -74,3 +75,29 @@ def test_surface_tokens_are_tokenize_with_their_words() -> None:
     assert [t for _, t in surface_tokens(text)] == tokenize(text)
     assert ("paintings", "paint") in surface_tokens(text)
     assert ("西湖", "西湖") in surface_tokens(text)
+
+
+def test_the_users_own_memories_move_the_reference_and_nothing_else() -> None:
+    from memoryd.retrieval.keywords import USER_COUNT_CAP
+    from memoryd.retrieval.reference_idf import reference_docs, user_idf
+
+    name = reference_docs("caroline")
+    # No memories of the user's own: the reference alone.
+    assert user_idf(name, 0, 0) == reference_idf("caroline")
+    # A name in 300 of the user's 600 memories (LoCoMo's "Caroline: …" turns) weighs far
+    # less than a word in one of them, and less than an everyday word.
+    assert user_idf(name, 600, 300) < reference_idf("like") < user_idf(name, 600, 1)
+    # A user of 20 memories keeps the language's view of common and rare words.
+    assert user_idf(reference_docs("like"), 20, 1) < user_idf(reference_docs("otters"), 20, 1)
+    # The query vector takes the user's counts, capped, through the callable it is given.
+    asked: list[list[int]] = []
+
+    def own(ids: list[int]) -> tuple[int, list[int]]:
+        asked.append(ids)
+        return 600, [10_000 if i == token_id("carolin") else 0 for i in ids]
+
+    ids, weights = query_keyword_vector("What did Caroline paint?", None, own) or ([], [])
+    assert asked == [ids]
+    by_token = dict(zip(ids, weights, strict=True))
+    assert by_token[token_id("carolin")] == user_idf(name, 600, USER_COUNT_CAP)
+    assert by_token[token_id("paint")] == user_idf(reference_docs("paint"), 600, 0)
