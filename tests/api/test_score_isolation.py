@@ -97,7 +97,7 @@ class Stack:
             "MEMORYD_SEARCH_RECENCY_WEIGHT": "0",
             "MEMORYD_SEARCH_RECORD_ACCESS": "false",
             # 6,000 imports on a busy 2-core host: no job may hit the 150 s default.
-            "MEMORYD_JOB_SOFT_TIME_LIMIT_S": "900", "MEMORYD_JOB_TIME_LIMIT_S": "960",
+            "MEMORYD_JOB_SOFT_TIME_LIMIT_S": "400", "MEMORYD_JOB_TIME_LIMIT_S": "450",
         })
         try:
             wait_ready(self.proc, self.base)
