@@ -157,6 +157,7 @@ def store_crowd(client: httpx.Client, users: list[str], seed: int) -> None:
         assert done["status"] == "succeeded", done
 
 
+@pytest.mark.timeout(1800)  # 12,000 imports embedded on a shared 2-core host
 def test_rankings_and_scores_ignore_other_users_data(stack: Stack) -> None:
     with stack.client(KEY_A) as a, stack.client(KEY_B) as b:
         user = "isolated-user"
