@@ -264,15 +264,12 @@ def gather(
 
 def own_counts(rp: ReadPath, owner: Owner) -> OwnCounts:
     """The user's own keyword statistics (`keywords.OwnCounts`): how many memories the
-    user has, and for each term how many hold it (a one-term keyword list each, in one
-    store call, up to `USER_COUNT_CAP`). Only the user's points are read, every one of
-    them (no search filter), so the figures are the same for every search of the user:
+    user has, and for each term how many hold it, up to `USER_COUNT_CAP`, in one store
+    call. Only the user's points are read, every one of them (no search filter), so the
+    figures are the same for every search of the user:
     docs/decisions/0028-keyword-statistics-no-one-else-moves.md."""
     def counts(ids: list[int]) -> tuple[int, list[int]]:
-        lists = rp.store.search_many(
-            owner, [], [VectorQuery(SPARSE, ([i], [1.0])) for i in ids], USER_COUNT_CAP,
-            fields=["user_id"])
-        return rp.store.count(owner), [sum(1 for p in hits if p.score > 0) for hits in lists]
+        return rp.store.count(owner), rp.store.keyword_holders(owner, ids, USER_COUNT_CAP)
     return counts
 
 

@@ -165,6 +165,7 @@ class Store(ABC):
         limit: int, fields: Sequence[str] | None = None,
     ) -> list[list[StoredPoint]]:
         """One store call, one ranked list per query (dense, keywords), same filter.
+        `fields`: the payload fields to return (None: all; empty: none, ids and scores).
 
         The lists are fused by the caller rather than inside Qdrant, so that every
         component of a score stays known (explanations, calibration).
@@ -196,6 +197,20 @@ class Store(ABC):
 
     def count(self, owner: Owner, conditions: Sequence[Condition] = ()) -> int:
         return self._count(scoped(owner, conditions))
+
+    def keyword_holders(self, owner: Owner, ids: Sequence[int], cap: int) -> list[int]:
+        """For each keyword id, how many of the owner's points hold it, counted up to `cap`
+        (the user's own keyword statistics, docs/decisions/0028)."""
+        if not ids:
+            return []
+        return self._keyword_holders(scoped(owner, []), ids, cap)
+
+    def _keyword_holders(self, cond: AllOf, ids: Sequence[int], cap: int) -> list[int]:
+        # A one-term keyword list per id, ids and scores only: a point is in it when it
+        # holds the term (its weight, and so its score, is positive).
+        lists = self._search_batch(
+            cond, [VectorQuery(SPARSE, ([i], [1.0])) for i in ids], cap, None, ())
+        return [sum(1 for p in hits if p.score > 0) for hits in lists]
 
     def count_all(self) -> int:
         """Every stored memory of every owner: a number for /metrics, never their content."""

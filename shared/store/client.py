@@ -315,7 +315,9 @@ class QdrantClientStore(Store):
         score_threshold: float | None, fields: Sequence[str] | None,
     ) -> list[list[StoredPoint]]:
         flt = _filter(cond)
-        payload: Any = qm.PayloadSelectorInclude(include=list(fields)) if fields else True
+        # `fields`: None for the whole payload, empty for none (ids and scores only).
+        payload: Any = (True if fields is None
+                        else qm.PayloadSelectorInclude(include=list(fields)) if fields else False)
         requests = [
             qm.QueryRequest(
                 query=_vector(q), using=q.using, filter=flt, limit=limit, with_payload=payload,

@@ -594,7 +594,9 @@ class EdgeStore(Store):
         score_threshold: float | None, fields: Sequence[str] | None,
     ) -> list[list[StoredPoint]]:
         flt = _filter(cond)
-        payload: Any = qe.PayloadSelector.Include(list(fields)) if fields else True
+        # `fields`: None for the whole payload, empty for none (ids and scores only).
+        payload: Any = (True if fields is None
+                        else qe.PayloadSelector.Include(list(fields)) if fields else False)
         requests = [
             qe.QueryRequest(
                 limit=limit, query=qe.Query.Nearest(_vector(q), using=q.using), filter=flt,
@@ -604,6 +606,17 @@ class EdgeStore(Store):
         ]
         results = self._shard.query_batch(qe.QueryBatchRequest(requests))
         return [[self._point(r, r.score) for r in hits] for hits in results]
+
+    def _keyword_holders(self, cond: AllOf, ids: Sequence[int], cap: int) -> list[int]:
+        # The binding's results counted as they come: building a point per hit cost more
+        # than the query itself (a 2,000-memory user, 8 terms: 7 ms against 51).
+        flt = _filter(cond)
+        results = self._shard.query_batch(qe.QueryBatchRequest([
+            qe.QueryRequest(limit=cap, query=qe.Query.Nearest(qe.SparseVector([i], [1.0]),
+                                                              using=SPARSE),
+                            filter=flt, with_payload=False)
+            for i in ids]))
+        return [sum(1 for r in hits if r.score > 0) for hits in results]
 
     def _search_candidates(
         self, cond: AllOf, queries: Sequence[VectorQuery], limit: int

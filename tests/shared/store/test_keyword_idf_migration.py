@@ -14,7 +14,7 @@ import numpy as np
 import qdrant_edge as qe
 
 from memoryd.records.models import MemoryRecord, Owner
-from memoryd.retrieval.keywords import keyword_vector, query_keyword_vector
+from memoryd.retrieval.keywords import keyword_vector, query_keyword_vector, token_id
 from memoryd.store import DENSE, SPARSE, PointData, VectorQuery
 from memoryd.store.edge import EdgeStore, _dense_params
 
@@ -94,6 +94,10 @@ def test_a_store_made_with_qdrant_idf_moves_to_the_reference_idf(tmp_path: Path)
         expected = expected_scores(alice)
         scores = keyword_scores(store)
         assert scores.keys() == expected.keys() and len(scores) == 4
+        # The user's own statistics count Alice's points alone (a crowd of 40 holds "piano").
+        piano, ruth = token_id("piano"), token_id("ruth")
+        assert store.keyword_holders(ALICE, [piano, ruth], 256) == [2, 1]
+        assert store.keyword_holders(ALICE, [piano], 1) == [1]
         for content, score in scores.items():
             assert abs(score - expected[content]) < 1e-4 * expected[content]
         # Another user's data no longer moves Alice's keyword scores.
