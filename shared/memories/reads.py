@@ -385,6 +385,8 @@ def list_memories(
     if kind is not None:
         conds.append(Match("kind", kind.value))
     if episode is not None:
+        if not _is_uuid(episode):  # a memory id, as the API returns them
+            raise InvalidInput("episode must be a memory id", field="episode")
         conds.append(Match("episodes", episode))
     after = decode_cursor(cursor, sort) if cursor else None
     points, position = rp.store.page(owner, conds, limit, sort, after)
