@@ -525,6 +525,36 @@ fault drills (`python -m ops.chaos`) are in [faults.md](faults.md).
 """
 
 
+_EVAL_SOURCE = re.compile(r"^bench-results/eval-(?P<chat>chat-)?(?P<set>.+)-\d{8}T\d{6}\.json$")
+
+
+def eval_set(source: str) -> tuple[bool, str] | None:
+    """(chat protocol?, set name) of an eval report's source; None for any other source."""
+    match = _EVAL_SOURCE.match(source)
+    return (bool(match.group("chat")), match.group("set")) if match else None
+
+
+def _kept_evals(section_blocks: list[tuple[str, list[str] | None]], kept: dict[str, str]
+                ) -> list[tuple[str, list[str] | None]]:
+    """An eval section's blocks: those of the reports there, and the blocks `kept` (the page
+    as it was) showed for the sets of the same protocol that have no report there, in set
+    order. So rerunning one set refreshes that set alone, as for every other report."""
+    named = [(found, source, lines) for source, lines in section_blocks
+             if (found := eval_set(source)) is not None]
+    if not named and not any(s.startswith("bench-results/eval-") for s, _ in section_blocks):
+        return section_blocks  # not an eval section
+    # The section's protocol: its reports', or its placeholder's when it has none.
+    chat = named[0][0][0] if named else any("eval-chat-" in s for s, _ in section_blocks)
+    sets = {found[1] for found, _, _ in named}
+    earlier = [(found, source, None) for source in kept
+               if (found := eval_set(source)) is not None and found[0] == chat
+               and found[1] not in sets]
+    if not named and not earlier:
+        return section_blocks  # the placeholder: no report of this protocol, ever
+    blocks: list[tuple[tuple[bool, str], str, list[str] | None]] = [*named, *earlier]
+    return [(source, lines) for _, source, lines in sorted(blocks, key=lambda b: b[0][1])]
+
+
 def render_document(results: Path, previous: str | None = None) -> str:
     """The page from the reports in `results`. A block whose report is not there keeps
     what `previous` (the page as it is) showed from it, if anything: reports are not in
@@ -534,7 +564,7 @@ def render_document(results: Path, previous: str | None = None) -> str:
     for section in SECTIONS:
         about = textwrap.fill(section.about, WIDTH, break_on_hyphens=False)
         out += [f"## {section.title}", "", about, ""]
-        for source, lines in section.blocks(results):
+        for source, lines in _kept_evals(section.blocks(results), kept):
             if lines is None and source in kept:
                 out += [BEGIN.format(source=source), kept[source].rstrip("\n"), END, ""]
                 continue
@@ -604,6 +634,7 @@ _ROW_REPORTS = {"`python -m ops.bench`": "bench.json",
                 "`python -m ops.bench.waits`": "bench-waits.json",
                 "`python -m ops.bench.fairness`": "fairness.json"}
 Row = tuple[str, str, str]
+_EVAL_ROWS = "eval"  # README's rows from `memoryd eval` reports, in `_shown_rows`
 
 
 def _shown_rows(text: str | None) -> dict[str, list[Row]]:
@@ -614,6 +645,8 @@ def _shown_rows(text: str | None) -> dict[str, list[Row]]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 3 and cells[2] in _ROW_REPORTS:
             rows.setdefault(cells[2], []).append((cells[0], cells[1], cells[2]))
+        elif len(cells) == 3 and cells[2].startswith("`memoryd eval "):
+            rows.setdefault(_EVAL_ROWS, []).append((cells[0], cells[1], cells[2]))
     return rows
 
 
@@ -645,6 +678,9 @@ def readme_rows(results: Path, previous: str | None = None) -> list[Row]:
     report not in `results`, the rows `previous` (README as it is) showed from it."""
     shown = _shown_rows(previous)
     rows = _eval_rows(results)
+    # An eval set with no report here keeps the rows README showed for it.
+    commands = {command for _, _, command in rows}
+    rows += [row for row in shown.get(_EVAL_ROWS, []) if row[2] not in commands]
     for command, name in _ROW_REPORTS.items():
         make = {"bench.json": _bench_rows, "hostile.json": _hostile_rows,
                 "bench-waits.json": _waits_rows, "fairness.json": _fairness_rows}[name]

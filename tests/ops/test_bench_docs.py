@@ -291,3 +291,24 @@ def test_a_report_not_here_keeps_what_the_page_showed(tmp_path: Path) -> None:
     page_path.write_text(page, encoding="utf-8")
     done = run_docs("--results", str(results), "--out", str(page_path), "--check")
     assert done.returncode == 0, done.stderr
+
+
+def test_an_eval_set_not_rerun_keeps_its_block_and_readme_rows(tmp_path: Path) -> None:
+    """Rerunning one `memoryd eval` set (here: only a chat run) refreshes that set alone:
+    the ranking set and its README row stay as the page showed them."""
+    results = tmp_path / "results"
+    write_reports(results, 1.0)
+    page = render_document(results)
+    readme = render_readme(f"# x\n\n{README_BEGIN}\n{README_END}\n", results)
+    assert "`memoryd eval locomo`" in readme
+    ranking = "bench-results/eval-locomo-20260102T030405.json"
+    (results / ranking.removeprefix("bench-results/")).unlink()
+    chat = json.loads((results / "eval-chat-locomo-20260102T030405.json").read_text())
+    chat.update(name="longmemeval", dataset="longmemeval", started_at="2026-02-01T00:00:00")
+    (results / "eval-chat-longmemeval-20260201T000000.json").write_text(json.dumps(chat))
+    again = dict(generated_blocks(render_document(results, page)))
+    assert again[ranking] == dict(generated_blocks(page))[ranking]
+    assert {"bench-results/eval-chat-locomo-20260102T030405.json",
+            "bench-results/eval-chat-longmemeval-20260201T000000.json"} <= set(again)
+    kept = render_readme(readme, results)
+    assert kept == readme
