@@ -278,3 +278,20 @@ def test_per_category_takes_the_first_questions_of_each_kind() -> None:
           for i, cat in enumerate(["a", "a", "a", "b", "b", "c"])]
     picked = select_questions(EvalOptions("longmemeval", ["hybrid"], per_category=2), qs)
     assert [q.qid for q in picked] == ["q0", "q1", "q3", "q4", "q5"]
+
+
+def test_a_session_repeated_in_a_haystack_is_posted_under_keys_of_its_own() -> None:
+    """LongMemEval's dev half holds one session twice, on two dates: each post is its own
+    request, so each needs its own idempotency key, in both protocols."""
+    from memoryd.evaluation.chat import chat_posts
+
+    item = _lme_item("q1", "single-session-user")
+    item["haystack_session_ids"] = ["s1", "answer_s2", "s1"]
+    item["haystack_dates"] = [*item["haystack_dates"], "2023/06/01 (Thu) 08:00"]
+    item["haystack_sessions"] = [*item["haystack_sessions"], item["haystack_sessions"][0]]
+    [dialogue] = ds.parse_longmemeval([item]).dialogues
+    ranked = [i.idempotency_key for i in ds.dialogue_corpus([dialogue], 8, "lme").users["q1"]]
+    assert len(ranked) == 3 and len(set(ranked)) == 3
+    assert ranked[0] == "eval-lme-q1-s1-c0" and ranked[2] == "eval-lme-q1-s1-r1-c0"
+    posted = [p.idempotency_key for p in chat_posts(dialogue, "lme", 50)]
+    assert len(posted) == len(set(posted)) == 3
