@@ -99,10 +99,11 @@ def timed_save(api: httpx.Client, n: int, label: str) -> float:
     return (updated - created).total_seconds()
 
 
-def summary(samples_s: list[float]) -> dict[str, float]:
+def summary(samples_s: list[float]) -> dict[str, Any]:
     ms = sorted(s * 1000 for s in samples_s)
     return {"n": len(ms), "p50_ms": round(statistics.median(ms), 1),
-            "mean_ms": round(statistics.fmean(ms), 1), "max_ms": round(ms[-1], 1)}
+            "mean_ms": round(statistics.fmean(ms), 1), "max_ms": round(ms[-1], 1),
+            "samples_ms": [round(s * 1000, 1) for s in samples_s]}
 
 
 def saves(api: httpx.Client, count: int, label: str, queue: redis.Redis | None = None,
@@ -194,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="interactions marked backfill (0: skip)")
     parser.add_argument("--turns", type=int, default=4, help="messages per interaction")
     parser.add_argument("--sentences", type=int, default=12, help="sentences per message")
-    parser.add_argument("--saves", type=int, default=10, help="timed saves per condition")
+    parser.add_argument("--saves", type=int, default=30, help="timed saves per condition")
     parser.add_argument("--unmarked", type=int, default=2000,
                         help="time saves behind this many unmarked interactions (0: skip)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON report path")

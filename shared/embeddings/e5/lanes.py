@@ -31,12 +31,24 @@ this session's threads and no one else's; a CPU-bound process started in the sam
 as `memoryd up` would still outrank the model (`MEMORYD_MODEL_LANE_NICE=0` for that). A
 container is a scheduling group of its own: docker-compose.yml sets 10 there.
 
-The measurements behind each of these: docs/decisions/0004-model-lanes.md and
-docs/decisions/0005-model-lane-nice.md.
+Quick and background calls. A write job that embeds a long interaction makes calls of
+hundreds of milliseconds each, one after another; had a tenant's flood of them both lanes,
+another tenant's save (one short call) would wait for the running calls to end, however
+the queue is ordered (a call cannot be preempted). So each session (a search, a write job)
+spends its first `QUICK_TOKENS` tokens of documents on the *quick* lanes; once over, its
+calls run on two *background* lanes whose threads sit `BACKGROUND_NICE` nice levels
+lower. Queries are always quick. The kernel then gives a quick call a core as soon as it
+arrives, and the background call it displaces stalls for that long; with nothing quick to
+run the background lanes have the cores to themselves, so a flood loses no throughput.
+This holds across processes too (a prefork worker's jobs), since nice does.
+
+The measurements behind each of these: docs/decisions/0004-model-lanes.md,
+docs/decisions/0005-model-lane-nice.md and docs/decisions/0028-quick-and-background-calls.md.
 """
 
 from __future__ import annotations
 
+import contextvars
 import ctypes
 import heapq
 import itertools
@@ -56,11 +68,28 @@ T = TypeVar("T")
 _Call = tuple[Callable[..., Any], tuple[Any, ...], "Future[Any]"]
 
 
+class _Session:
+    """One caller's unit of work: the document tokens it has sent so far."""
+
+    __slots__ = ("tokens",)
+
+    def __init__(self) -> None:
+        self.tokens = 0.0
+
+
 class ModelLanes:
     QUERY, DOCUMENTS = 0, 1
+    QUICK, BACKGROUND = 0, 1  # the two sets of lanes
     # Sessions that overlapped this recently mean concurrent callers, even at a moment when
     # only one is open: calls stay narrow (see the module docstring).
     LOADED_FOR_S = 0.1
+    # A session's documents run quick up to this many tokens: a save or a short chat turn
+    # (e5-small reads 128 tokens in about 0.15 s of one core); a long interaction's
+    # passages go to the background after its first.
+    QUICK_TOKENS = 128.0
+    # Background lanes this many nice levels below the quick ones (at most 19 in all): the
+    # kernel then gives a waking quick call a core at once (weights about 9 to 1).
+    BACKGROUND_NICE = 10
 
     def __init__(
         self, name: str, set_threads: Callable[[int], None] | None = None,
@@ -73,6 +102,8 @@ class ModelLanes:
         self._narrow = max(1, self._wide // 2)
         self.lanes = 2 if set_threads is not None and self._wide >= 2 else 1
         self._order = itertools.count()
+        self._current: contextvars.ContextVar[_Session | None] = contextvars.ContextVar(
+            f"{name}-session", default=None)
         self._reset()
         # A forked child (a prefork worker) inherits the state but not the threads, and
         # perhaps a condition some thread held at the fork: it starts afresh.
@@ -80,16 +111,25 @@ class ModelLanes:
 
     def _reset(self) -> None:
         self._cond = threading.Condition()
-        self._heap: list[tuple[int, int, _Call]] = []
-        self._busy = [False] * self.lanes
+        self._heaps: tuple[list[tuple[int, int, _Call]], ...] = ([], [])
+        self._busy = ([False] * self.lanes, [False] * self.lanes)
         self._sessions = 0
         self._overlap_at = -math.inf  # when two sessions were last open at once
         self._started = False
 
+    @property
+    def _heap(self) -> list[tuple[int, int, _Call]]:
+        """The quick calls waiting (for tests and status)."""
+        return self._heaps[self.QUICK]
+
     @contextmanager
     def session(self) -> Iterator[None]:
         """One caller's whole unit of work around its calls (a search, a write job): while more
-        than one is open, calls run narrow even when the queue is empty for a moment."""
+        than one is open, calls run narrow even when the queue is empty for a moment; its
+        documents run quick until they pass `QUICK_TOKENS`. A session opened inside another
+        is part of it."""
+        outer = self._current.get()
+        token = self._current.set(outer if outer is not None else _Session())
         with self._cond:
             self._sessions += 1
             if self._sessions > 1:
@@ -101,12 +141,30 @@ class ModelLanes:
                 if self._sessions > 1:
                     self._overlap_at = time.monotonic()
                 self._sessions -= 1
+            self._current.reset(token)
 
-    def run(self, priority: int, fn: Callable[..., T], *args: Any) -> T:
+    def quick_room(self) -> float:
+        """Document tokens the calling session may still send to the quick lanes (a call
+        outside any session has the whole budget): a caller counts its texts only while
+        this is above zero."""
+        session = self._current.get()
+        return self.QUICK_TOKENS - (session.tokens if session is not None else 0.0)
+
+    def run(self, priority: int, fn: Callable[..., T], *args: Any, tokens: float = 0.0) -> T:
+        """`fn(*args)` on a lane; `tokens`: the document tokens this call reads (any value
+        above `quick_room()` will do once the session is over its budget)."""
+        kind = self.QUICK
+        if priority != self.QUERY:
+            session = self._current.get()
+            used = session.tokens if session is not None else 0.0
+            if used + tokens > self.QUICK_TOKENS:
+                kind = self.BACKGROUND
+            if session is not None:
+                session.tokens = used + tokens
         future: Future[T] = Future()
         self._ensure_lanes()
         with self._cond:
-            heapq.heappush(self._heap, (priority, next(self._order), (fn, args, future)))
+            heapq.heappush(self._heaps[kind], (priority, next(self._order), (fn, args, future)))
             self._cond.notify_all()
         return future.result()
 
@@ -117,33 +175,38 @@ class ModelLanes:
             if self._started:
                 return
             self._started = True
-            for lane in range(self.lanes):
-                threading.Thread(target=self._serve, args=(lane,), daemon=True,
-                                 name=f"{self._name}-{lane}").start()
+            for kind, prefix, nice in ((self.QUICK, "", self._nice),
+                                       (self.BACKGROUND, "b", self._nice + self.BACKGROUND_NICE)):
+                for lane in range(self.lanes):
+                    threading.Thread(target=self._serve, args=(kind, lane, nice), daemon=True,
+                                     name=f"{self._name}-{prefix}{lane}").start()
 
-    def _take(self, lane: int) -> tuple[_Call, int]:
+    def _take(self, kind: int, lane: int) -> tuple[_Call, int]:
         """The next call for this lane, and the team size to run it with."""
+        heap, busy = self._heaps[kind], self._busy[kind]
         with self._cond:
             # The second lane only helps out: it takes work while the first is busy.
-            while not self._heap or (lane == 1 and not self._busy[0]):
+            while not heap or (lane == 1 and not busy[0]):
                 self._cond.wait()
-            _, _, call = heapq.heappop(self._heap)
-            self._busy[lane] = True
+            _, _, call = heapq.heappop(heap)
+            busy[lane] = True
+            others = [b for k in (self.QUICK, self.BACKGROUND) for i, b in enumerate(self._busy[k])
+                      if (k, i) != (kind, lane)]
             backlog = (
-                bool(self._heap) or self._sessions > 1
+                any(self._heaps) or self._sessions > 1
                 or time.monotonic() - self._overlap_at < self.LOADED_FOR_S
-                or any(self._busy[i] for i in range(self.lanes) if i != lane)
+                or any(others)
             )
-            if self._heap:
+            if heap:
                 self._cond.notify_all()  # the other lane may take the rest
             return call, self._narrow if lane == 1 or backlog else self._wide
 
-    def _serve(self, lane: int) -> None:
-        name_native_thread(f"{self._name}-{lane}")
-        lower_thread_priority(self._nice)
+    def _serve(self, kind: int, lane: int, nice: int) -> None:
+        name_native_thread(threading.current_thread().name)
+        lower_thread_priority(nice)
         team = 0
         while True:
-            (fn, args, future), threads = self._take(lane)
+            (fn, args, future), threads = self._take(kind, lane)
             result: Any = None
             error: BaseException | None = None
             running = future.set_running_or_notify_cancel()
@@ -158,7 +221,7 @@ class ModelLanes:
             # Idle before the caller hears back: its next call must find this lane free,
             # or a lone caller's next request would land on the narrow lane.
             with self._cond:
-                self._busy[lane] = False
+                self._busy[kind][lane] = False
                 self._cond.notify_all()
             if running:
                 if error is None:

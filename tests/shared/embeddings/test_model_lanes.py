@@ -241,3 +241,94 @@ def test_a_forked_child_gets_its_own_lanes() -> None:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert lanes.run(ModelLanes.QUERY, len, "parent again") == 12
+
+
+def _occupy(lanes: ModelLanes, count: int, tokens: float) -> tuple[threading.Event,
+                                                                  list[threading.Thread],
+                                                                  list[str]]:
+    """`count` calls of `tokens` document tokens each, from sessions of their own, held
+    running until the returned event is set; the names of the lanes that ran them."""
+    release = threading.Event()
+    ran: list[str] = []
+
+    def held() -> None:
+        ran.append(threading.current_thread().name)
+        release.wait(10)
+
+    def caller() -> None:
+        with lanes.session():
+            lanes.run(ModelLanes.DOCUMENTS, held, tokens=tokens)
+
+    threads = [threading.Thread(target=caller) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    _wait_for(lambda: len(ran) == count)
+    return release, threads, ran
+
+
+def test_a_short_write_runs_while_long_ones_hold_every_background_lane() -> None:
+    """Issue 31, item 11: a tenant's long interactions once held both lanes, and another
+    tenant's save waited for their calls to end. Past its quick budget a session runs on
+    the background lanes, and a short session's call finds a quick lane free."""
+    lanes = ModelLanes("mixed", Teams(), cores=2)
+    release, holders, ran = _occupy(lanes, 2, tokens=4 * ModelLanes.QUICK_TOKENS)
+    try:
+        assert sorted(ran) == ["mixed-b0", "mixed-b1"]
+        with lanes.session():
+            name = lanes.run(ModelLanes.DOCUMENTS, lambda: threading.current_thread().name,
+                             tokens=20)
+        assert name == "mixed-0"
+    finally:
+        release.set()
+        for thread in holders:
+            thread.join(10)
+
+
+def test_a_session_moves_to_the_background_once_past_its_quick_budget() -> None:
+    lanes = ModelLanes("budget", Teams(), cores=2)
+
+    def lane() -> str:
+        return threading.current_thread().name
+
+    half = ModelLanes.QUICK_TOKENS / 2
+    with lanes.session():
+        first = lanes.run(ModelLanes.DOCUMENTS, lane, tokens=half)
+        second = lanes.run(ModelLanes.DOCUMENTS, lane, tokens=half)
+        assert lanes.quick_room() == 0
+        third = lanes.run(ModelLanes.DOCUMENTS, lane, tokens=1)
+        with lanes.session():  # a nested session is part of the outer one
+            nested = lanes.run(ModelLanes.DOCUMENTS, lane, tokens=1)
+        query = lanes.run(ModelLanes.QUERY, lane)  # queries are always quick
+    assert (first, second, third, nested, query) == (
+        "budget-0", "budget-0", "budget-b0", "budget-b0", "budget-0")
+    with lanes.session():  # a new session starts with the whole budget
+        assert lanes.quick_room() == ModelLanes.QUICK_TOKENS
+        assert lanes.run(ModelLanes.DOCUMENTS, lane, tokens=half) == "budget-0"
+    # Outside any session every call is judged by its own size.
+    assert lanes.run(ModelLanes.DOCUMENTS, lane, tokens=half) == "budget-0"
+    assert lanes.run(ModelLanes.DOCUMENTS, lane, tokens=2 * ModelLanes.QUICK_TOKENS) == (
+        "budget-b0")
+
+
+def test_background_lanes_run_below_the_quick_ones() -> None:
+    lanes = ModelLanes("ranked", Teams(), cores=2, nice=2)
+
+    def own_nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    caller = own_nice()
+    quick = lanes.run(ModelLanes.DOCUMENTS, own_nice, tokens=1)
+    background = lanes.run(ModelLanes.DOCUMENTS, own_nice, tokens=10 * ModelLanes.QUICK_TOKENS)
+    assert quick == min(19, caller + 2)
+    assert background == min(19, caller + 2 + ModelLanes.BACKGROUND_NICE)
+
+
+def test_e5_counts_a_long_batch_only_as_far_as_the_budget() -> None:
+    from memoryd.embeddings.local import _tokens_within
+
+    short = "Remember: my locker number is 7"
+    assert 5 < _tokens_within([short], ModelLanes.QUICK_TOKENS) < ModelLanes.QUICK_TOKENS
+    long = " ".join(["word"] * 400)
+    # Past the room the rest is not read: the first text alone decides.
+    assert _tokens_within([long, long, long], 10) == _tokens_within([long], 10)
+    assert _tokens_within([long], 10) > ModelLanes.QUICK_TOKENS
