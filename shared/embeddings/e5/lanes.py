@@ -39,8 +39,10 @@ spends its first `QUICK_TOKENS` tokens of documents on the *quick* lanes; once o
 calls run on two *background* lanes whose threads sit `BACKGROUND_NICE` nice levels
 lower. Queries are always quick. The kernel then gives a quick call a core as soon as it
 arrives, and the background call it displaces stalls for that long; with nothing quick to
-run the background lanes have the cores to themselves, so a flood loses no throughput.
-This holds across processes too (a prefork worker's jobs), since nice does.
+run the background lanes have the cores to themselves, so a flood loses no throughput. A
+background lane runs narrow even alone (a lone long job gets half the cores), so that only
+the first quick lane ever keeps a wide OpenMP pool and the lower priority holds across
+processes too (a prefork worker's jobs), since nice does.
 
 The measurements behind each of these: docs/decisions/0004-model-lanes.md,
 docs/decisions/0005-model-lane-nice.md and docs/decisions/0028-quick-and-background-calls.md.
@@ -181,25 +183,37 @@ class ModelLanes:
                     threading.Thread(target=self._serve, args=(kind, lane, nice), daemon=True,
                                      name=f"{self._name}-{prefix}{lane}").start()
 
+    def _loaded(self, queued: int) -> bool:
+        """Whether a call taken now would share the cores: more than `queued` calls waiting,
+        another lane busy, or other callers between their calls (sessions). Under the lock."""
+        return (
+            sum(map(len, self._heaps)) > queued or self._sessions > 1
+            or time.monotonic() - self._overlap_at < self.LOADED_FOR_S
+            or any(any(busy) for busy in self._busy)
+        )
+
+    def _source(self, kind: int, lane: int) -> list[tuple[int, int, _Call]] | None:
+        """The queue this lane takes its next call from, or None to wait. Under the lock.
+        The second lane of a set only helps out: it takes work while the first is busy."""
+        heap = self._heaps[kind]
+        return heap if heap and (lane == 0 or self._busy[kind][0]) else None
+
     def _take(self, kind: int, lane: int) -> tuple[_Call, int]:
         """The next call for this lane, and the team size to run it with."""
-        heap, busy = self._heaps[kind], self._busy[kind]
         with self._cond:
-            # The second lane only helps out: it takes work while the first is busy.
-            while not heap or (lane == 1 and not busy[0]):
+            while (source := self._source(kind, lane)) is None:
                 self._cond.wait()
-            _, _, call = heapq.heappop(heap)
-            busy[lane] = True
-            others = [b for k in (self.QUICK, self.BACKGROUND) for i, b in enumerate(self._busy[k])
-                      if (k, i) != (kind, lane)]
-            backlog = (
-                any(self._heaps) or self._sessions > 1
-                or time.monotonic() - self._overlap_at < self.LOADED_FOR_S
-                or any(others)
-            )
-            if heap:
-                self._cond.notify_all()  # the other lane may take the rest
-            return call, self._narrow if lane == 1 or backlog else self._wide
+            # Only the first quick lane ever runs wide, and only a lone call: libgomp keeps
+            # each calling thread a pool of the team size it last ran, and once the pools
+            # hold more threads than cores every team's barriers park instead of spinning.
+            # Background lanes stay narrow, so a lone long job keeps its lower priority
+            # (which is what holds across a prefork worker's processes) for half the cores.
+            wide = kind == self.QUICK and lane == 0 and not self._loaded(queued=1)
+            _, _, call = heapq.heappop(source)
+            self._busy[kind][lane] = True
+            if any(self._heaps):
+                self._cond.notify_all()  # another lane may take the rest
+            return call, self._wide if wide else self._narrow
 
     def _serve(self, kind: int, lane: int, nice: int) -> None:
         name_native_thread(threading.current_thread().name)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -271,7 +273,8 @@ def test_a_short_write_runs_while_long_ones_hold_every_background_lane() -> None
     tenant's save waited for their calls to end. Past its quick budget a session runs on
     the background lanes, and a short session's call finds a quick lane free."""
     lanes = ModelLanes("mixed", Teams(), cores=2)
-    release, holders, ran = _occupy(lanes, 2, tokens=4 * ModelLanes.QUICK_TOKENS)
+    with _another_caller(lanes):
+        release, holders, ran = _occupy(lanes, 2, tokens=4 * ModelLanes.QUICK_TOKENS)
     try:
         assert sorted(ran) == ["mixed-b0", "mixed-b1"]
         with lanes.session():
@@ -284,30 +287,70 @@ def test_a_short_write_runs_while_long_ones_hold_every_background_lane() -> None
             thread.join(10)
 
 
+@contextmanager
+def _another_caller(lanes: ModelLanes) -> Iterator[None]:
+    """A session open on another thread: calls made meanwhile from a session of their own
+    (or a second one) are not lone."""
+    opened, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lanes.session():
+            opened.set()
+            done.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert opened.wait(10)
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(10)
+
+
+def _lane() -> str:
+    return threading.current_thread().name
+
+
 def test_a_session_moves_to_the_background_once_past_its_quick_budget() -> None:
     lanes = ModelLanes("budget", Teams(), cores=2)
-
-    def lane() -> str:
-        return threading.current_thread().name
-
     half = ModelLanes.QUICK_TOKENS / 2
-    with lanes.session():
-        first = lanes.run(ModelLanes.DOCUMENTS, lane, tokens=half)
-        second = lanes.run(ModelLanes.DOCUMENTS, lane, tokens=half)
+    with _another_caller(lanes), lanes.session():
+        first = lanes.run(ModelLanes.DOCUMENTS, _lane, tokens=half)
+        second = lanes.run(ModelLanes.DOCUMENTS, _lane, tokens=half)
         assert lanes.quick_room() == 0
-        third = lanes.run(ModelLanes.DOCUMENTS, lane, tokens=1)
+        third = lanes.run(ModelLanes.DOCUMENTS, _lane, tokens=1)
         with lanes.session():  # a nested session is part of the outer one
-            nested = lanes.run(ModelLanes.DOCUMENTS, lane, tokens=1)
-        query = lanes.run(ModelLanes.QUERY, lane)  # queries are always quick
+            nested = lanes.run(ModelLanes.DOCUMENTS, _lane, tokens=1)
+        query = lanes.run(ModelLanes.QUERY, _lane)  # queries are always quick
     assert (first, second, third, nested, query) == (
         "budget-0", "budget-0", "budget-b0", "budget-b0", "budget-0")
-    with lanes.session():  # a new session starts with the whole budget
-        assert lanes.quick_room() == ModelLanes.QUICK_TOKENS
-        assert lanes.run(ModelLanes.DOCUMENTS, lane, tokens=half) == "budget-0"
-    # Outside any session every call is judged by its own size.
-    assert lanes.run(ModelLanes.DOCUMENTS, lane, tokens=half) == "budget-0"
-    assert lanes.run(ModelLanes.DOCUMENTS, lane, tokens=2 * ModelLanes.QUICK_TOKENS) == (
-        "budget-b0")
+    with _another_caller(lanes), _another_caller(lanes):
+        with lanes.session():  # a new session starts with the whole budget
+            assert lanes.quick_room() == ModelLanes.QUICK_TOKENS
+            assert lanes.run(ModelLanes.DOCUMENTS, _lane, tokens=half) == "budget-0"
+        # Outside any session every call is judged by its own size.
+        assert lanes.run(ModelLanes.DOCUMENTS, _lane, tokens=half) == "budget-0"
+        assert lanes.run(ModelLanes.DOCUMENTS, _lane,
+                         tokens=2 * ModelLanes.QUICK_TOKENS) == "budget-b0"
+
+
+def test_only_the_first_quick_lane_runs_wide() -> None:
+    """libgomp keeps each calling thread a pool of its last team size; above the cores every
+    barrier parks. So a lone long call runs narrow on the background lane (keeping its lower
+    priority, which is what holds across a prefork worker's processes), and a lone query
+    wide on the first quick lane."""
+    teams = Teams()
+    lanes = ModelLanes("alone", teams, cores=2)
+    time.sleep(2 * ModelLanes.LOADED_FOR_S)
+    with lanes.session():
+        ran = lanes.run(ModelLanes.DOCUMENTS, _lane, tokens=10 * ModelLanes.QUICK_TOKENS)
+    assert (ran, teams.calls) == ("alone-b0", [("alone-b0", 1)])
+    time.sleep(2 * ModelLanes.LOADED_FOR_S)
+    with lanes.session():
+        assert lanes.run(ModelLanes.QUERY, _lane) == "alone-0"
+    assert teams.calls[-1] == ("alone-0", 2)
+    assert {name for name, threads in teams.calls if threads == 2} == {"alone-0"}
 
 
 def test_background_lanes_run_below_the_quick_ones() -> None:
@@ -317,8 +360,10 @@ def test_background_lanes_run_below_the_quick_ones() -> None:
         return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
 
     caller = own_nice()
-    quick = lanes.run(ModelLanes.DOCUMENTS, own_nice, tokens=1)
-    background = lanes.run(ModelLanes.DOCUMENTS, own_nice, tokens=10 * ModelLanes.QUICK_TOKENS)
+    with _another_caller(lanes), lanes.session():
+        quick = lanes.run(ModelLanes.DOCUMENTS, own_nice, tokens=1)
+        background = lanes.run(ModelLanes.DOCUMENTS, own_nice,
+                               tokens=10 * ModelLanes.QUICK_TOKENS)
     assert quick == min(19, caller + 2)
     assert background == min(19, caller + 2 + ModelLanes.BACKGROUND_NICE)
 
