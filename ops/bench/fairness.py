@@ -1,11 +1,20 @@
 """One tenant's backlog against another tenant's save (issue 19, item 11; issue 31, item 11).
 
-    python -m ops.bench.fairness [--backfill 2000] [--saves 10] [--unmarked 2000]
-                                 [--out bench-results/fairness.json]
+    python -m ops.bench.fairness [--backfill 2000] [--saves 30] [--unmarked 2000]
+                                 [--server N] [--out bench-results/fairness.json]
 
-The real embedded stack (`memoryd up`, e5-small, its own Redis). Tenant B's explicit save
-is timed from enqueue to done (the job record's `created_at` to `updated_at`, both written
-in the stack), one save at a time:
+The real stack, e5-small. By default the embedded one (`memoryd up`, its own Redis). With
+`--server N`, server mode as docker-compose.yml lays it out, as processes on this machine:
+one Redis, `memoryd serve`, N `memoryd worker --concurrency 2 --queues memory,llm` and one
+`--queues bulk` worker of two processes, all on one shared Qdrant. No Qdrant server runs
+here, so that is `QdrantRestFacade` (Qdrant's REST API over qdrant-client's local mode, one
+call at a time, in this process); its calls and busy share are in the report for each
+condition, so a run where it set the pace shows it. Every pool process is warmed (it loads
+the model at its first job) before the idle saves. The server report, with `"mode":
+"server"` and `"workers"`, goes to bench-results/fairness-server.json by default.
+
+Tenant B's explicit save is timed from enqueue to done (the job record's `created_at` to
+`updated_at`, both written by memoryd), one save at a time:
 
 1. idle;
 2. while tenant A's backfill (`--backfill` interactions of long chat turns, marked
@@ -14,9 +23,9 @@ in the stack), one save at a time:
    ordinary traffic, which takes at most tenant A's share of the memory queue and runs
    beyond it on the bulk queue's threads (shared/jobs/lanes.py). `--unmarked 0` skips it.
 
-The goal: the save within 2x of idle (p50) in both. The report records the load average,
-since the figures depend on what else the machine runs. The stack is stopped with the
-backlog still queued.
+The goal: the save within 2x of idle (p50) in both, in either mode. The report records the
+load average, since the figures depend on what else the machine runs. The stack is stopped
+with the backlog still queued.
 """
 
 from __future__ import annotations
