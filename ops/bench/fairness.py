@@ -201,31 +201,34 @@ def server(opts: argparse.Namespace, work: Path) -> Iterator[Target]:
     process: no Qdrant server runs here), `memoryd serve`, `--server` workers on
     `memory,llm` and one on `bulk`, each with two pool processes. All tied to this process
     and stopped on the way out, whatever happened."""
-    redis_server = ensure_redis(f"redis://127.0.0.1:{free_port()}/0", work / "redis")
-    facade = QdrantRestFacade(work / "qdrant").start()
-    settings: dict[str, object] = {
-        "redis_url": redis_server.url, "qdrant_url": facade.url, "embedder": "e5-small",
-        "model_lane_nice": opts.model_lane_nice,
-        "api_keys": f"{KEY_A}=tenant-a,{KEY_B}=tenant-b"}
-    procs: list[Proc] = []
-    broker = redis.Redis.from_url(redis_server.url)
-    try:
+    with contextlib.ExitStack() as cleanup:  # undone in reverse, whatever got started
+        redis_server = ensure_redis(f"redis://127.0.0.1:{free_port()}/0", work / "redis")
+        cleanup.callback(redis_server.stop)
+        facade = QdrantRestFacade(work / "qdrant").start()
+        cleanup.callback(facade.close)
+        broker = cleanup.enter_context(redis.Redis.from_url(redis_server.url))
+        settings: dict[str, object] = {
+            "redis_url": redis_server.url, "qdrant_url": facade.url, "embedder": "e5-small",
+            "model_lane_nice": opts.model_lane_nice,
+            "api_keys": f"{KEY_A}=tenant-a,{KEY_B}=tenant-b"}
+        procs: list[Proc] = []
+        cleanup.callback(_stop_all, procs)
         gateway, base = start_gateway(work, settings, tied=True)
         procs.append(gateway)
         workers = [("memory,llm", f"worker{i + 1}@%h") for i in range(opts.server)]
         for queues, hostname in [*workers, ("bulk", "bulk@%h")]:
             procs.append(start_worker(work, settings, WORKER_CONCURRENCY, queues=queues,
                                       hostname=hostname, tied=True))
-        with _client(base, KEY_A) as api_a, _client(base, KEY_B) as api_b:
-            yield Target(api_a, api_b, broker,
-                         warm_up=lambda: warm_pool(api_a, api_b, procs[1:]),
-                         store_load=facade.load)
-    finally:
-        broker.close()
-        with ThreadPoolExecutor(max(len(procs), 1)) as pool:  # warm shutdowns side by side
-            list(pool.map(Proc.stop, procs))
-        facade.close()
-        redis_server.stop()
+        api_a = cleanup.enter_context(_client(base, KEY_A))
+        api_b = cleanup.enter_context(_client(base, KEY_B))
+        yield Target(api_a, api_b, broker, warm_up=lambda: warm_pool(api_a, api_b, procs[1:]),
+                     store_load=facade.load)
+
+
+def _stop_all(procs: list[Proc]) -> None:
+    """Side by side: each worker's warm shutdown waits for the jobs it is running."""
+    with ThreadPoolExecutor(max(len(procs), 1)) as pool:
+        list(pool.map(Proc.stop, procs))
 
 
 def _model_loaded(pid: int) -> bool:
