@@ -7,7 +7,8 @@ Every figure on that page comes from a report in `--results`: `bench.json` (`pyt
 ops.bench`; its `peer` part, from `--peer`, has a section of its own), `bench-1m.json`
 (`python -m ops.bench.scale`), `hostile.json`,
 `bench-waits.json`, `fairness.json`, `proxy.json`, `freshness.json` (`python -m
-ops.bench.hostile`, `.waits`, `.fairness`, `.proxy`, `.freshness`) and the newest
+ops.bench.hostile`, `.waits`, `.fairness`, `.proxy`, `.freshness`), `fairness-server.json`
+(`python -m ops.bench.fairness --server N`) and the newest
 `eval-<dataset>-*.json` of each dataset (`memoryd eval`; `eval-chat-<set>-*.json` from
 `--protocol chat` has a section of its own). Each report gets its section: the
 table, the command that reproduces it (rebuilt from what the report recorded) and the
@@ -155,6 +156,9 @@ def fairness_block(data: Report) -> list[str]:
     argv = ["python", "-m", "ops.bench.fairness", "--backfill", str(data["backfill"]),
             "--turns", str(data["turns"]), "--sentences", str(data["sentences"]),
             "--saves", str(data["saves"])]
+    server = data.get("mode") == "server"
+    if server:
+        argv += ["--server", str(data["workers"])]
     conditions = [("idle", data["idle"]),
                   (f"{data['backfill']} backfill interactions queued", data.get("under_backfill"))]
     if data.get("unmarked") == 0:  # the flood is the default since issue 31
@@ -180,6 +184,15 @@ def fairness_block(data: Report) -> list[str]:
     if machine and "load_1m_at_start" in machine:
         load = (f" Load average (1 min) {machine['load_1m_at_start']:g} at the start, "
                 f"{machine.get('load_1m_at_end', 0):g} at the end.")
+    if server:
+        load += (f" Server mode: `memoryd serve`, {data['workers']} `memory,llm` worker(s) and "
+                 "one `bulk` worker of two processes each, one Redis, the Qdrant stand-in.")
+        busy = [f"{label} {s['store']['busy_share']:g}" for label, s in
+                (("idle", data["idle"]), ("backfill", data.get("under_backfill")),
+                 ("unmarked", data.get("behind_unmarked"))) if s and "store" in s]
+        if busy:
+            verdicts.append("Share of the time the Qdrant stand-in was busy while the saves "
+                            f"ran (near 1: it set the pace): {', '.join(busy)}.")
     return [_command(argv), "", _machine(machine) + load, "",
             *_table(("condition", "saves", "p50 ms", "mean ms", "max ms"), rows), "",
             *verdicts]
@@ -347,11 +360,14 @@ class Section:
     blocks: Callable[[Path], list[tuple[str, list[str] | None]]]  # (source, lines or None)
 
 
-def _one(name: str, render: Callable[[Report], list[str]]) -> Callable[
+def _one(name: str, render: Callable[[Report], list[str]], *more: str) -> Callable[
         [Path], list[tuple[str, list[str] | None]]]:
+    """A block for report `name`, and one for each of `more` (reports of the same command
+    that `render` shows the same way), in that order."""
     def blocks(results: Path) -> list[tuple[str, list[str] | None]]:
-        path = results / name
-        return [(f"bench-results/{name}", render(_load(path)) if path.is_file() else None)]
+        return [(f"bench-results/{each}",
+                 render(_load(results / each)) if (results / each).is_file() else None)
+                for each in (name, *more)]
     return blocks
 
 
@@ -498,9 +514,14 @@ SECTIONS = (
         "One tenant's explicit save, enqueue to done, idle, while another tenant's "
         "backfill is queued on the bulk queue, and behind that tenant's unmarked "
         "interactions (ordinary traffic, held to its share of the memory queue); the goal "
-        "is the save within twice its idle time.",
-        "`python -m ops.bench.fairness` saves it",
-        _one("fairness.json", fairness_block)),
+        "is the save within twice its idle time. The second block is server mode, held to "
+        "the same goal: the same saves against `memoryd serve` and separate worker "
+        "processes laid out as docker-compose.yml lays them out, with a stand-in for the "
+        "Qdrant server (Qdrant's REST API over qdrant-client's local mode, in the bench's "
+        "process; its busy share says whether it set the pace).",
+        "`python -m ops.bench.fairness` saves it, and `python -m ops.bench.fairness --server "
+        "N` the server-mode report",
+        _one("fairness.json", fairness_block, "fairness-server.json")),
     Section(
         "Chat-completions proxy",
         "The same chat requests sent to a local fake upstream directly and through memoryd's "

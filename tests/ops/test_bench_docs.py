@@ -66,6 +66,19 @@ def write_reports(results: Path, scale: float) -> None:
                            "max_ms": 60.6 * scale},
         "ratio_p50": round(50.4 / 30.1, 2), "goal_met": True,
     })
+    store = {"requests": 40, "busy_share": round(0.123 * scale, 3), "waited_s": 0.5}
+    save("fairness-server.json", {
+        "mode": "server", "workers": 2, "backfill": 200, "turns": 4, "sentences": 12,
+        "saves": 5, "unmarked": 200, "machine": MACHINE,
+        "idle": {"n": 5, "p50_ms": 70.1 * scale, "mean_ms": 71.2 * scale,
+                 "max_ms": 80.3 * scale, "store": store},
+        "under_backfill": {"n": 5, "p50_ms": 90.4 * scale, "mean_ms": 92.5 * scale,
+                           "max_ms": 99.6 * scale, "store": store},
+        "behind_unmarked": {"n": 5, "p50_ms": 150.4 * scale, "mean_ms": 152.5 * scale,
+                            "max_ms": 190.6 * scale, "unmarked": 200, "store": store},
+        "ratio_p50": round(90.4 / 70.1, 2), "goal_met": True,
+        "ratio_unmarked_p50": round(150.4 / 70.1, 2), "goal_unmarked_met": False,
+    })
     lat = {"n": 7, "p50_ms": 40.5 * scale, "p99_ms": 90.25 * scale, "mean_ms": 50.0 * scale,
            "max_ms": 95.75 * scale}
     save("freshness.json", {
@@ -135,6 +148,13 @@ def test_the_page_shows_each_reports_figures_its_command_and_machine(tmp_path: P
     assert "| 300 backfill interactions queued | 5 | 50.4 | 52.5 | 60.6 |" in page
     assert ("Command: `python -m ops.bench.fairness --backfill 300 --turns 4 --sentences 12 "
             "--saves 5`") in page
+    server = dict(generated_blocks(page))["bench-results/fairness-server.json"]
+    assert ("Command: `python -m ops.bench.fairness --backfill 200 --turns 4 --sentences 12 "
+            "--saves 5 --server 2 --unmarked 200`") in server
+    assert "Server mode: `memoryd serve`, 2 `memory,llm` worker(s)" in server
+    assert "| 200 unmarked interactions queued | 5 | 150.4 | 152.5 | 190.6 |" in server
+    assert "(goal NOT met)" in server
+    assert "(near 1: it set the pace): idle 0.123, backfill 0.123, unmarked 0.123." in server
     assert "| dense | 9 | 0.432 | 0.543 | 20.5 / 25.5 |" in page
     assert "| rules | POST, then search every poll until found | 40.5 | 90.2 | 95.8 |" in page
     assert ("Command: `python -m ops.bench.freshness --n 7 --modes raw,rules "
@@ -164,6 +184,7 @@ def test_the_page_shows_each_reports_figures_its_command_and_machine(tmp_path: P
     assert "| redaction | digit-groups | 6.4 |" in again
     assert "| idle (40 searches) | 10.2 | 18.4 | 12.7 | 24.9 |" in again
     assert "| idle | 5 | 60.2 | 62.4 | 80.6 |" in again
+    assert "| idle | 5 | 140.2 | 142.4 | 160.6 |" in again
     assert "| dense | 9 | 0.216 | 0.272 | 41.0 / 51.0 |" in again
     assert "| overall | 9 | 0.889 | 3 | 0.556 | 241 / 300 |" in again
     for stale in ("| 1.2 | ms |", "| 3.2 |", "| 30.1 |", "| 0.432 |"):
@@ -187,7 +208,8 @@ def test_only_the_reports_put_figures_on_the_page(tmp_path: Path) -> None:
         "bench-results/bench.json#peer", "bench-results/bench-1m.json",
         "bench-results/hostile.json",
         "bench-results/bench-waits.json", "bench-results/freshness.json",
-        "bench-results/fairness.json", "bench-results/proxy.json"]
+        "bench-results/fairness.json", "bench-results/fairness-server.json",
+        "bench-results/proxy.json"]
     for _, body in blocks:
         assert body.startswith("No report yet: `") and figures(body) == []
 
