@@ -6,7 +6,8 @@
 The real stack, e5-small. By default the embedded one (`memoryd up`, its own Redis). With
 `--server N`, server mode as docker-compose.yml lays it out, as processes on this machine:
 one Redis, `memoryd serve`, N `memoryd worker --concurrency 2 --queues memory,llm` and one
-`--queues bulk` worker of two processes, all on one shared Qdrant. No Qdrant server runs
+`--queues bulk` worker of two processes weighted as compose's `cpu_shares` weighs it (its
+session's autogroup at nice 9, `BULK_GROUP_NICE`), all on one shared Qdrant. No Qdrant server runs
 here, so that is `QdrantRestFacade` (Qdrant's REST API over qdrant-client's local mode, one
 call at a time, in this process); its calls and busy share are in the report for each
 condition, so a run where it set the pace shows it. Every pool process is warmed (it loads
@@ -219,10 +220,28 @@ def server(opts: argparse.Namespace, work: Path) -> Iterator[Target]:
         for queues, hostname in [*workers, ("bulk", "bulk@%h")]:
             procs.append(start_worker(work, settings, WORKER_CONCURRENCY, queues=queues,
                                       hostname=hostname, tied=True))
+        lower_cpu_weight(procs[-1].pid, BULK_GROUP_NICE)
         api_a = cleanup.enter_context(_client(base, KEY_A))
         api_b = cleanup.enter_context(_client(base, KEY_B))
         yield Target(api_a, api_b, broker, warm_up=lambda: warm_pool(api_a, api_b, procs[1:]),
                      store_load=facade.load)
+
+
+# docker-compose.yml gives the bulk service `cpu_shares: 128`, an eighth of a default
+# container's weight, so that bulk work yields the cores to saves and searches. Here every
+# process the bench starts is a session of its own, which the kernel's autogroup schedules
+# as a group (as a container is one): the bulk worker's group at nice 9 weighs about the same.
+BULK_GROUP_NICE = 9
+
+
+def lower_cpu_weight(pid: int, nice: int) -> None:
+    """Lower the CPU weight of the autogroup (session) of `pid`: what a container's
+    `cpu_shares` does to its cgroup. Raises where autogroup is off, since the server-mode
+    figures would not then be those of the layout compose sets up."""
+    if Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() != "1":
+        raise RuntimeError("server mode needs the kernel's autogroup to weigh the bulk worker "
+                           "as compose's cpu_shares does")
+    Path(f"/proc/{pid}/autogroup").write_text(f"{nice}\n")
 
 
 def _stop_all(procs: list[Proc]) -> None:

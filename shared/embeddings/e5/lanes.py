@@ -96,9 +96,11 @@ class ModelLanes:
     def __init__(
         self, name: str, set_threads: Callable[[int], None] | None = None,
         cores: int | None = None, nice: int = 0,
+        runnable: Callable[[], int] | None = None,
     ) -> None:
         self._name = name
         self._set_threads = set_threads
+        self._runnable = runnable or runnable_threads
         self._nice = nice
         self._wide = max(1, cores or os.cpu_count() or 1)
         self._narrow = max(1, self._wide // 2)
@@ -208,7 +210,12 @@ class ModelLanes:
             # hold more threads than cores every team's barriers park instead of spinning.
             # Background lanes stay narrow, so a lone long job keeps its lower priority
             # (which is what holds across a prefork worker's processes) for half the cores.
-            wide = kind == self.QUICK and lane == 0 and not self._loaded(queued=1)
+            # Other processes count too (a prefork worker's siblings, the gateway): a team
+            # whose second thread waits for a core stalls at every barrier, so a call runs
+            # wide only while the machine's runnable threads (this lane and the caller that
+            # is about to wait for it among them) fit its cores.
+            wide = (kind == self.QUICK and lane == 0 and not self._loaded(queued=1)
+                    and self._runnable() <= self._wide)
             _, _, call = heapq.heappop(source)
             self._busy[kind][lane] = True
             if any(self._heaps):
@@ -242,6 +249,19 @@ class ModelLanes:
                     future.set_result(result)
                 else:
                     future.set_exception(error)
+
+
+_LOADAVG = Path("/proc/loadavg")
+
+
+def runnable_threads(path: Path = _LOADAVG) -> int:
+    """Threads on the machine running or waiting for a core now, the caller included (the
+    kernel's count in /proc/loadavg, about 30 µs to read); 1 where it cannot be read, so
+    that a machine without it keeps the lone call wide."""
+    try:
+        return int(path.read_text().split()[3].split("/")[0])
+    except (OSError, IndexError, ValueError):
+        return 1
 
 
 def name_native_thread(name: str) -> None:

@@ -28,6 +28,11 @@ class Teams:
             self.calls.append((threading.current_thread().name, threads))
 
 
+def _idle_machine() -> int:
+    """No other thread on the machine wants a core (the suite runs beside others)."""
+    return 1
+
+
 def _wait_for(condition: object, timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():  # type: ignore[operator]
@@ -117,7 +122,7 @@ def test_the_default_lowers_the_lanes_only_under_autogroup(
 
 def test_one_request_at_a_time_gets_every_core_on_the_first_lane() -> None:
     teams = Teams()
-    lanes = ModelLanes("solo", teams, cores=2)
+    lanes = ModelLanes("solo", teams, cores=2, runnable=_idle_machine)
     names = {lanes.run(ModelLanes.QUERY, lambda: threading.current_thread().name)
              for _ in range(300)}
     assert names == {"solo-0"}
@@ -126,7 +131,7 @@ def test_one_request_at_a_time_gets_every_core_on_the_first_lane() -> None:
 
 def test_a_backlog_splits_the_cores_over_two_lanes() -> None:
     teams = Teams()
-    lanes = ModelLanes("busy", teams, cores=2)
+    lanes = ModelLanes("busy", teams, cores=2, runnable=_idle_machine)
     started, release = threading.Event(), threading.Event()
 
     def long_call() -> str:
@@ -151,7 +156,7 @@ def test_open_sessions_of_other_callers_make_a_lone_call_narrow() -> None:
     """Concurrent searches each spend most of their time outside the model: the queue is
     often empty, yet the others are about to call. Their open sessions say so."""
     teams = Teams()
-    lanes = ModelLanes("shared", teams, cores=2)
+    lanes = ModelLanes("shared", teams, cores=2, runnable=_idle_machine)
     lanes.LOADED_FOR_S = 0.5
 
     def team_of(text: str) -> int:
@@ -341,7 +346,7 @@ def test_only_the_first_quick_lane_runs_wide() -> None:
     priority, which is what holds across a prefork worker's processes), and a lone query
     wide on the first quick lane."""
     teams = Teams()
-    lanes = ModelLanes("alone", teams, cores=2)
+    lanes = ModelLanes("alone", teams, cores=2, runnable=_idle_machine)
     time.sleep(2 * ModelLanes.LOADED_FOR_S)
     with lanes.session():
         ran = lanes.run(ModelLanes.DOCUMENTS, _lane, tokens=10 * ModelLanes.QUICK_TOKENS)
@@ -377,3 +382,28 @@ def test_e5_counts_a_long_batch_only_as_far_as_the_budget() -> None:
     # Past the room the rest is not read: the first text alone decides.
     assert _tokens_within([long, long, long], 10) == _tokens_within([long], 10)
     assert _tokens_within([long], 10) > ModelLanes.QUICK_TOKENS
+
+
+def test_a_lone_call_runs_narrow_while_other_processes_want_the_cores() -> None:
+    """A prefork worker's siblings and the gateway are other processes: a wide team whose
+    second thread waits for a core stalls at every barrier."""
+    teams = Teams()
+    busy = [5]
+    lanes = ModelLanes("crowded", teams, cores=2, runnable=lambda: busy[0])
+    time.sleep(2 * ModelLanes.LOADED_FOR_S)
+    assert lanes.run(ModelLanes.QUERY, len, "crowded") == 7
+    busy[0] = 2  # this lane and its caller: the machine is otherwise idle
+    assert lanes.run(ModelLanes.QUERY, len, "quiet") == 5
+    assert teams.calls == [("crowded-0", 1), ("crowded-0", 2)]
+
+
+def test_the_machine_s_runnable_threads_are_read_from_the_kernel(tmp_path: Path) -> None:
+    from memoryd.embeddings.e5.lanes import runnable_threads
+
+    assert runnable_threads() >= 1  # this thread is running
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("4.21 3.52 2.83 3/85 11960\n")
+    assert runnable_threads(loadavg) == 3
+    loadavg.write_text("garbled\n")
+    assert runnable_threads(loadavg) == 1
+    assert runnable_threads(tmp_path / "missing") == 1
