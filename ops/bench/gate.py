@@ -63,14 +63,25 @@ def study(report: dict[str, Any], gates: Sequence[float]) -> dict[str, Any]:
             "ran_with": OPENS, "gates": rows}
 
 
+def _gates(text: str) -> list[float]:
+    """`--gates`: scores between 0 and 1, comma-separated (argparse reports the rest)."""
+    try:
+        gates = [float(g) for g in text.split(",") if g.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of numbers: {text!r}") from None
+    if not gates or not all(0 <= g <= 1 for g in gates):
+        raise argparse.ArgumentTypeError(f"gates are scores between 0 and 1: {text!r}")
+    return gates
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ops.bench.gate",
                                      description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("report", type=Path, help="a chat-protocol report with --calibration")
-    parser.add_argument("--gates", default="0.44,0.46,0.48,0.5,0.52,0.55",
+    parser.add_argument("--gates", type=_gates, default="0.44,0.46,0.48,0.5,0.52,0.55",
                         help="comma-separated gates (those below the report's are skipped)")
     args = parser.parse_args(argv)
-    gates = [float(g) for g in args.gates.split(",") if g.strip()]
+    gates: list[float] = args.gates
     try:
         result = study(json.loads(args.report.read_text(encoding="utf-8")), gates)
     except (OSError, ValueError, KeyError) as exc:

@@ -47,3 +47,15 @@ def test_the_command_prints_the_table_and_refuses_an_old_report(tmp_path: Path) 
     assert "| 0.5 | 0.5 |" in shown.stdout and "AUC" in shown.stdout
     refused = subprocess.run([*run, str(old)], cwd=ROOT, capture_output=True, text=True)
     assert refused.returncode == 2 and "top_score" in refused.stderr
+
+
+def test_gates_that_are_not_scores_are_refused_by_name(tmp_path: Path) -> None:
+    report = tmp_path / "chat.json"
+    report.write_text(json.dumps(_report()))
+    run = [sys.executable, "-m", "ops.bench.gate", str(report), "--gates"]
+    for gates, said in (("0.5,high", "not a list of numbers: '0.5,high'"),
+                        ("0.5,2", "gates are scores between 0 and 1"), (",", "between 0 and 1")):
+        refused = subprocess.run([*run, gates], cwd=ROOT, capture_output=True, text=True)
+        assert refused.returncode == 2, refused.stdout
+        assert "--gates" in refused.stderr and said in refused.stderr
+        assert "Traceback" not in refused.stderr
