@@ -19,7 +19,7 @@ them. Callers wrap each unit of work (a search, a write job) in `session()`; whi
 than one is open, and for `LOADED_FOR_S` after any two were last open together, calls run
 narrow.
 
-Without a way to set a lane's team size (no libgomp found), there is one lane.
+Without a way to set a lane's team size (no libgomp found), there is one lane of each kind.
 
 The lanes run at a lower priority than the process's other threads (`nice`,
 `MEMORYD_MODEL_LANE_NICE`). A search's Python runs one thread at a time under the GIL, so a
