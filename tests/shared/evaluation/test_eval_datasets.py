@@ -295,3 +295,22 @@ def test_a_session_repeated_in_a_haystack_is_posted_under_keys_of_its_own() -> N
     assert ranked[0] == "eval-lme-q1-s1-c0" and ranked[2] == "eval-lme-q1-s1-r1-c0"
     posted = [p.idempotency_key for p in chat_posts(dialogue, "lme", 50)]
     assert len(posted) == len(set(posted)) == 3
+
+
+def test_a_key_written_twice_is_accounted_for(tmp_path: Path) -> None:
+    """LongMemEval's dev half repeats a session on another date; where a repeated turn is not
+    merged into its first memory, the key has two memories, and the ingest's check that
+    every stored memory came from a job must count both (it failed a 50-minute run)."""
+    from datetime import UTC, datetime
+
+    from memoryd.evaluation.ingest import ingest
+    from memoryd.workers.eval_stack import embedded_stack
+
+    at = datetime(2023, 5, 1, tzinfo=UTC)
+    first = ds.Interaction("eval-repeat-s1-c0", [ds.Item("s1:0", "I keep bees in Ghent", at)])
+    again = ds.Interaction("eval-repeat-s1-r1-c0",
+                           [ds.Item("s1:0", "Since May I have kept bees in Ghent, two hives", at)])
+    corpus = ds.Corpus("turn_key", {"beekeeper": [first, again]})
+    with embedded_stack(tmp_path / "data", None) as (base_url, _):
+        outcome = ingest(base_url, corpus, 1)
+    assert (outcome.items, outcome.memories, outcome.jobs) == (2, 2, 2)
