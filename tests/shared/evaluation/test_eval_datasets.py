@@ -300,17 +300,29 @@ def test_a_session_repeated_in_a_haystack_is_posted_under_keys_of_its_own() -> N
 def test_a_key_written_twice_is_accounted_for(tmp_path: Path) -> None:
     """LongMemEval's dev half repeats a session on another date; where a repeated turn is not
     merged into its first memory, the key has two memories, and the ingest's check that
-    every stored memory came from a job must count both (it failed a 50-minute run)."""
-    from datetime import UTC, datetime
+    every stored memory came from a job must count both (it failed a 50-minute run). The
+    stack runs in a process of its own, as `memoryd eval` runs it: an in-process stack
+    would replace this test process's runtime under the suite's shared stack."""
+    import subprocess
+    import sys
 
-    from memoryd.evaluation.ingest import ingest
-    from memoryd.workers.eval_stack import embedded_stack
-
-    at = datetime(2023, 5, 1, tzinfo=UTC)
-    first = ds.Interaction("eval-repeat-s1-c0", [ds.Item("s1:0", "I keep bees in Ghent", at)])
-    again = ds.Interaction("eval-repeat-s1-r1-c0",
-                           [ds.Item("s1:0", "Since May I have kept bees in Ghent, two hives", at)])
-    corpus = ds.Corpus("turn_key", {"beekeeper": [first, again]})
-    with embedded_stack(tmp_path / "data", None) as (base_url, _):
-        outcome = ingest(base_url, corpus, 1)
-    assert (outcome.items, outcome.memories, outcome.jobs) == (2, 2, 2)
+    code = """
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from memoryd.evaluation import datasets as ds
+from memoryd.evaluation.ingest import ingest
+from memoryd.workers.eval_stack import embedded_stack
+at = datetime(2023, 5, 1, tzinfo=UTC)
+first = ds.Interaction("eval-repeat-s1-c0", [ds.Item("s1:0", "I keep bees in Ghent", at)])
+again = ds.Interaction("eval-repeat-s1-r1-c0",
+                       [ds.Item("s1:0", "Since May I have kept bees in Ghent, two hives", at)])
+corpus = ds.Corpus("turn_key", {"beekeeper": [first, again]})
+with embedded_stack(Path(sys.argv[1]), None) as (base_url, _):
+    outcome = ingest(base_url, corpus, 1)
+print(outcome.items, outcome.memories, outcome.jobs)
+"""
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "data")],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-3:] == ["2", "2", "2"]
