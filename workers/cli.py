@@ -212,7 +212,7 @@ def eval_(
 
     With --crowd N, N memories of other users (English and Chinese everyday sentences)
     are stored through the import API before the set: a user's ranking must not move
-    with them (docs/decisions/0028-keyword-statistics-no-one-else-moves.md); the report
+    with them (docs/decisions/0029-keyword-statistics-no-one-else-moves.md); the report
     records N."""
     from memoryd.evaluation import EvalError
     from memoryd.evaluation.runner import (

@@ -7,7 +7,8 @@ Every figure on that page comes from a report in `--results`: `bench.json` (`pyt
 ops.bench`; its `peer` part, from `--peer`, has a section of its own), `bench-1m.json`
 (`python -m ops.bench.scale`), `hostile.json`,
 `bench-waits.json`, `fairness.json`, `proxy.json`, `freshness.json` (`python -m
-ops.bench.hostile`, `.waits`, `.fairness`, `.proxy`, `.freshness`) and the newest
+ops.bench.hostile`, `.waits`, `.fairness`, `.proxy`, `.freshness`), `fairness-server.json`
+(`python -m ops.bench.fairness --server N`) and the newest
 `eval-<dataset>-*.json` of each dataset (`memoryd eval`; `eval-chat-<set>-*.json` from
 `--protocol chat` has a section of its own). Each report gets its section: the
 table, the command that reproduces it (rebuilt from what the report recorded) and the
@@ -155,6 +156,9 @@ def fairness_block(data: Report) -> list[str]:
     argv = ["python", "-m", "ops.bench.fairness", "--backfill", str(data["backfill"]),
             "--turns", str(data["turns"]), "--sentences", str(data["sentences"]),
             "--saves", str(data["saves"])]
+    server = data.get("mode") == "server"
+    if server:
+        argv += ["--server", str(data["workers"])]
     conditions = [("idle", data["idle"]),
                   (f"{data['backfill']} backfill interactions queued", data.get("under_backfill"))]
     if data.get("unmarked") == 0:  # the flood is the default since issue 31
@@ -180,6 +184,15 @@ def fairness_block(data: Report) -> list[str]:
     if machine and "load_1m_at_start" in machine:
         load = (f" Load average (1 min) {machine['load_1m_at_start']:g} at the start, "
                 f"{machine.get('load_1m_at_end', 0):g} at the end.")
+    if server:
+        load += (f" Server mode: `memoryd serve`, {data['workers']} `memory,llm` worker(s) and "
+                 "one `bulk` worker of two processes each, one Redis, the Qdrant stand-in.")
+        busy = [f"{label} {s['store']['busy_share']:g}" for label, s in
+                (("idle", data["idle"]), ("backfill", data.get("under_backfill")),
+                 ("unmarked", data.get("behind_unmarked"))) if s and "store" in s]
+        if busy:
+            verdicts.append("Share of the time the Qdrant stand-in was busy while the saves "
+                            f"ran (near 1: it set the pace): {', '.join(busy)}.")
     return [_command(argv), "", _machine(machine) + load, "",
             *_table(("condition", "saves", "p50 ms", "mean ms", "max ms"), rows), "",
             *verdicts]
@@ -347,11 +360,14 @@ class Section:
     blocks: Callable[[Path], list[tuple[str, list[str] | None]]]  # (source, lines or None)
 
 
-def _one(name: str, render: Callable[[Report], list[str]]) -> Callable[
+def _one(name: str, render: Callable[[Report], list[str]], *more: str) -> Callable[
         [Path], list[tuple[str, list[str] | None]]]:
+    """A block for report `name`, and one for each of `more` (reports of the same command
+    that `render` shows the same way), in that order."""
     def blocks(results: Path) -> list[tuple[str, list[str] | None]]:
-        path = results / name
-        return [(f"bench-results/{name}", render(_load(path)) if path.is_file() else None)]
+        return [(f"bench-results/{each}",
+                 render(_load(results / each)) if (results / each).is_file() else None)
+                for each in (name, *more)]
     return blocks
 
 
@@ -411,7 +427,7 @@ SECTIONS = (
         "question is also asked of another user of the set, who has none of its memories. "
         "With `--crowd N`, N generated memories of unrelated users are stored first, as a "
         "shared store holds them; a user's figures must not move with them "
-        "(docs/decisions/0028-keyword-statistics-no-one-else-moves.md).",
+        "(docs/decisions/0029-keyword-statistics-no-one-else-moves.md).",
         "`memoryd eval locomo --data ../shared/bench/locomo10.json --mode dense,keyword,hybrid "
         "--calibration` and `memoryd eval madial --memory "
         "../shared/bench/madial_zh/MADial-Bench-zh-memory.json --dialogue "
@@ -501,9 +517,14 @@ SECTIONS = (
         "One tenant's explicit save, enqueue to done, idle, while another tenant's "
         "backfill is queued on the bulk queue, and behind that tenant's unmarked "
         "interactions (ordinary traffic, held to its share of the memory queue); the goal "
-        "is the save within twice its idle time.",
-        "`python -m ops.bench.fairness` saves it",
-        _one("fairness.json", fairness_block)),
+        "is the save within twice its idle time. The second block is server mode, held to "
+        "the same goal: the same saves against `memoryd serve` and separate worker "
+        "processes laid out as docker-compose.yml lays them out, with a stand-in for the "
+        "Qdrant server (Qdrant's REST API over qdrant-client's local mode, in the bench's "
+        "process; its busy share says whether it set the pace).",
+        "`python -m ops.bench.fairness` saves it, and `python -m ops.bench.fairness --server "
+        "N` the server-mode report",
+        _one("fairness.json", fairness_block, "fairness-server.json")),
     Section(
         "Chat-completions proxy",
         "The same chat requests sent to a local fake upstream directly and through memoryd's "
@@ -528,6 +549,36 @@ fault drills (`python -m ops.chaos`) are in [faults.md](faults.md).
 """
 
 
+_EVAL_SOURCE = re.compile(r"^bench-results/eval-(?P<chat>chat-)?(?P<set>.+)-\d{8}T\d{6}\.json$")
+
+
+def eval_set(source: str) -> tuple[bool, str] | None:
+    """(chat protocol?, set name) of an eval report's source; None for any other source."""
+    match = _EVAL_SOURCE.match(source)
+    return (bool(match.group("chat")), match.group("set")) if match else None
+
+
+def _kept_evals(section_blocks: list[tuple[str, list[str] | None]], kept: dict[str, str]
+                ) -> list[tuple[str, list[str] | None]]:
+    """An eval section's blocks: those of the reports there, and the blocks `kept` (the page
+    as it was) showed for the sets of the same protocol that have no report there, in set
+    order. So rerunning one set refreshes that set alone, as for every other report."""
+    named = [(found, source, lines) for source, lines in section_blocks
+             if (found := eval_set(source)) is not None]
+    if not named and not any(s.startswith("bench-results/eval-") for s, _ in section_blocks):
+        return section_blocks  # not an eval section
+    # The section's protocol: its reports', or its placeholder's when it has none.
+    chat = named[0][0][0] if named else any("eval-chat-" in s for s, _ in section_blocks)
+    sets = {found[1] for found, _, _ in named}
+    earlier = [(found, source, None) for source in kept
+               if (found := eval_set(source)) is not None and found[0] == chat
+               and found[1] not in sets]
+    if not named and not earlier:
+        return section_blocks  # the placeholder: no report of this protocol, ever
+    blocks: list[tuple[tuple[bool, str], str, list[str] | None]] = [*named, *earlier]
+    return [(source, lines) for _, source, lines in sorted(blocks, key=lambda b: b[0][1])]
+
+
 def render_document(results: Path, previous: str | None = None) -> str:
     """The page from the reports in `results`. A block whose report is not there keeps
     what `previous` (the page as it is) showed from it, if anything: reports are not in
@@ -537,7 +588,7 @@ def render_document(results: Path, previous: str | None = None) -> str:
     for section in SECTIONS:
         about = textwrap.fill(section.about, WIDTH, break_on_hyphens=False)
         out += [f"## {section.title}", "", about, ""]
-        for source, lines in section.blocks(results):
+        for source, lines in _kept_evals(section.blocks(results), kept):
             if lines is None and source in kept:
                 out += [BEGIN.format(source=source), kept[source].rstrip("\n"), END, ""]
                 continue
@@ -607,6 +658,7 @@ _ROW_REPORTS = {"`python -m ops.bench`": "bench.json",
                 "`python -m ops.bench.waits`": "bench-waits.json",
                 "`python -m ops.bench.fairness`": "fairness.json"}
 Row = tuple[str, str, str]
+_EVAL_ROWS = "eval"  # README's rows from `memoryd eval` reports, in `_shown_rows`
 
 
 def _shown_rows(text: str | None) -> dict[str, list[Row]]:
@@ -617,6 +669,8 @@ def _shown_rows(text: str | None) -> dict[str, list[Row]]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 3 and cells[2] in _ROW_REPORTS:
             rows.setdefault(cells[2], []).append((cells[0], cells[1], cells[2]))
+        elif len(cells) == 3 and cells[2].startswith("`memoryd eval "):
+            rows.setdefault(_EVAL_ROWS, []).append((cells[0], cells[1], cells[2]))
     return rows
 
 
@@ -648,6 +702,9 @@ def readme_rows(results: Path, previous: str | None = None) -> list[Row]:
     report not in `results`, the rows `previous` (README as it is) showed from it."""
     shown = _shown_rows(previous)
     rows = _eval_rows(results)
+    # An eval set with no report here keeps the rows README showed for it.
+    commands = {command for _, _, command in rows}
+    rows += [row for row in shown.get(_EVAL_ROWS, []) if row[2] not in commands]
     for command, name in _ROW_REPORTS.items():
         make = {"bench.json": _bench_rows, "hostile.json": _hostile_rows,
                 "bench-waits.json": _waits_rows, "fairness.json": _fairness_rows}[name]

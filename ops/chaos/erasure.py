@@ -158,6 +158,24 @@ def _enqueue(api: httpx.Client, path: str, body: dict[str, object]) -> str:
     return str(answer.json()["job_id"])
 
 
+QUEUE_WAIT_S = 1.0
+
+
+def compaction_seconds(log_text: str) -> float:
+    """The run time the last `erasure_compacted` line of a stack's log reports (0 if none)."""
+    found = 0.0
+    for line in log_text.splitlines():
+        if "erasure_compacted" not in line:
+            continue
+        match = _SECONDS.search(line)
+        if match:
+            found = float(match.group(1))
+    return found
+
+
+_SECONDS = re.compile(r"""["']?seconds["']?\s*[=:]\s*([0-9.]+)""")
+
+
 def forgotten_text_erased(work: Path, n: int, bound_s: float = 0.0,
                           operator: bool = False) -> Row:
     """Save `n` marker memories for one user (saves in and out of a thread, a raw
@@ -249,6 +267,7 @@ def forgotten_text_erased(work: Path, n: int, bound_s: float = 0.0,
                     errors="replace"), bound_s + 120, "the periodic compaction")
             erased_s = time.monotonic() - started
             log_text = stack.log_path.read_text(errors="replace")
+            compaction_s = compaction_seconds(log_text)
             if "erasure_points_skipped" not in log_text or poisoned not in log_text:
                 raise ScenarioFailed("the compaction did not report the unreadable point "
                                      f"{poisoned}")
@@ -268,7 +287,15 @@ def forgotten_text_erased(work: Path, n: int, bound_s: float = 0.0,
                  f"{len(left)} after the compaction, {len(stopped)} after the stop")
     how = "memoryd erase" if operator else f"bound {bound_s:g} s"
     notes.append(f"{files} files, {size / 1e6:.1f} MB scanned; forget to erased "
-                 f"{erased_s:.1f} s ({how})")
+                 f"{erased_s:.1f} s ({how}; the compaction's own run {compaction_s:.1f} s)")
+    # docs/erasure.md's bound: the period, plus the compaction's own run and its wait in
+    # the queue (given a second here). Reported, not failed on: a timing verdict, which the
+    # test that runs this small (tests/api/test_forget_erasure.py) must not depend on.
+    if not operator and bound_s > 0:
+        limit = bound_s + compaction_s + QUEUE_WAIT_S
+        notes.append(f"within the stated bound ({bound_s:g} s + the compaction's run + "
+                     f"{QUEUE_WAIT_S:g} s = {limit:.1f} s): "
+                     f"{'yes' if erased_s <= limit else 'NO'}")
     if left:
         notes.append(f"left: {dict(list(left.items())[:3])}")
     return Row("forget, compaction: markers on disk", len(gone) + len(kept), len(kept),

@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -40,10 +41,13 @@ class UpStack(Stack):
             proc.wait(30)
 
 
-def start_gateway(log_dir: Path, **settings: object) -> tuple[Proc, str]:
-    """`memoryd serve`; returns it and its base URL once it answers."""
+def start_gateway(log_dir: Path, settings: dict[str, object],
+                  tied: bool = False) -> tuple[Proc, str]:
+    """`memoryd serve`; returns it and its base URL once it answers (stopped again if it
+    does not). `tied`: it dies with this process (`ops.stack.tied`), as a bench's must."""
     port = free_port()
-    gateway = Proc(["serve", "--port", str(port)], log_dir / "gateway.log", settings).start()
+    gateway = Proc(["serve", "--port", str(port)], log_dir / "gateway.log", settings,
+                   tied=tied).start()
     base = f"http://127.0.0.1:{port}"
 
     def up() -> bool:
@@ -53,22 +57,37 @@ def start_gateway(log_dir: Path, **settings: object) -> tuple[Proc, str]:
             return httpx.get(f"{base}/healthz", timeout=1, trust_env=False).status_code == 200
         return False
 
-    wait_until(up, 90, "memoryd serve to answer", 0.2)
+    _started(gateway, up, "memoryd serve to answer")
     return gateway, base
 
 
-def start_worker(log_dir: Path, concurrency: int = 1, **settings: object) -> Proc:
-    """`memoryd worker` (prefork), returned once its pool processes exist."""
-    worker = Proc(["worker", "--concurrency", str(concurrency), "--loglevel", "WARNING"],
-                  log_dir / "worker.log", settings).start()
+def start_worker(log_dir: Path, settings: dict[str, object], concurrency: int = 1,
+                 queues: str | None = None, hostname: str | None = None,
+                 tied: bool = False) -> Proc:
+    """`memoryd worker` (prefork), returned once its pool processes exist (stopped again if
+    they do not). `queues` and `hostname` as the CLI takes them (default: its own); a
+    worker with a `hostname` logs to a file of that name, so several can run side by side."""
+    args = ["worker", "--concurrency", str(concurrency), "--loglevel", "WARNING"]
+    args += ["--queues", queues] if queues else []
+    args += ["--hostname", hostname] if hostname else []
+    name = hostname.split("@", 1)[0] if hostname else "worker"
+    worker = Proc(args, log_dir / f"{name}.log", settings, tied=tied).start()
 
     def forked() -> bool:
         if not worker.alive():
             raise ScenarioFailed(f"memoryd worker exited:\n{worker.log_tail()}")
         return len(worker.children()) >= concurrency
 
-    wait_until(forked, 90, "the worker's pool processes", 0.2)
+    _started(worker, forked, "the worker's pool processes")
     return worker
+
+
+def _started(proc: Proc, ready: Callable[[], bool], what: str) -> None:
+    try:
+        wait_until(ready, 90, what, 0.2)
+    except BaseException:
+        proc.stop()
+        raise
 
 
 def kill_pid(pid: int) -> None:

@@ -86,9 +86,9 @@ def server_mode(work: Path, settings: dict[str, object] | None = None,
         values["qdrant_local_path"] = work / "qdrant"
     procs: list[Proc] = []
     try:
-        gateway, base = start_gateway(work, **values)
+        gateway, base = start_gateway(work, values)
         procs.append(gateway)
-        worker = start_worker(work, processes, **values)
+        worker = start_worker(work, values, processes)
         procs.append(worker)
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEY}"},
                           timeout=30, trust_env=False) as api:

@@ -16,6 +16,7 @@ import numpy as np
 from memoryd.embeddings.base import BatchingEmbedder, FloatArray
 from memoryd.embeddings.e5.engine import host_engine
 from memoryd.embeddings.e5.lanes import ModelLanes, engine_lanes
+from memoryd.embeddings.lengths import estimated_tokens
 from memoryd.platform.errors import ConfigurationError
 from memoryd.platform.settings import Settings
 
@@ -83,11 +84,11 @@ class E5Embedder(BatchingEmbedder):
     def _encode_documents(self, texts: list[str]) -> FloatArray:
         model = self._model.get(self._settings)
         lanes = _E5_LANES.get(self._settings)
-        parts = [
-            lanes.run(ModelLanes.DOCUMENTS, model.passage,
-                      texts[start : start + self.document_slice])
-            for start in range(0, len(texts), self.document_slice)
-        ]
+        parts = []
+        for start in range(0, len(texts), self.document_slice):
+            batch = texts[start : start + self.document_slice]
+            parts.append(lanes.run(ModelLanes.DOCUMENTS, model.passage, batch,
+                                   tokens=_tokens_within(batch, lanes.quick_room())))
         return np.asarray(np.concatenate(parts), dtype=np.float32)
 
     def _encode_query(self, text: str) -> FloatArray:
@@ -106,6 +107,18 @@ class E5Embedder(BatchingEmbedder):
         # tell.
         lanes = _E5_LANES.built()
         return lanes.session() if lanes is not None else nullcontext()
+
+
+def _tokens_within(texts: list[str], room: float) -> float:
+    """The tokens of `texts` as far as the lanes need them to tell a quick call from a
+    background one: estimated (shared/embeddings/lengths.py, a regex pass, no tokenizer)
+    and counted only while they stay within `room`; past it, any larger figure will do."""
+    total = 0.0
+    for text in texts:
+        if total > room:
+            break
+        total += estimated_tokens(text) + 2
+    return total
 
 
 class UseEmbedder(BatchingEmbedder):

@@ -44,7 +44,7 @@ def chat_posts(dialogue: ds.Dialogue, prefix: str, max_messages: int) -> list[Ch
     interaction longer than the gateway's `max_messages` is cut (a chat server would have
     posted the same messages)."""
     posts: list[ChatPost] = []
-    for session in dialogue.sessions:
+    for session, repeat in zip(dialogue.sessions, ds.repeats(dialogue.sessions), strict=True):
         groups: list[list[ds.ChatTurn]] = []
         for turn in session.turns:
             if turn.role == "user" or not groups:
@@ -54,7 +54,7 @@ def chat_posts(dialogue: ds.Dialogue, prefix: str, max_messages: int) -> list[Ch
         for group in groups:
             for part in ds.chunks(group, max_messages):
                 posts.append(ChatPost(
-                    f"eval-chat-{prefix}-{dialogue.user_id}-{part[0].key}",
+                    f"eval-chat-{prefix}-{dialogue.user_id}-{part[0].key}{repeat}",
                     session.thread_id, tuple(part)))
     return posts
 

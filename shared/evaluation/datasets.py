@@ -478,15 +478,29 @@ def dialogue_corpus(dialogues: Sequence[Dialogue], max_messages: int, prefix: st
     for d in dialogues:
         corpus.users[d.user_id] = [
             Interaction(
-                f"eval-{prefix}-{d.user_id}-{s.thread_id}-c{i}",
+                f"eval-{prefix}-{d.user_id}-{s.thread_id}{repeat}-c{i}",
                 [Item(t.key, t.content, t.created_at, t.role) for t in part],
                 thread_id=s.thread_id,
             )
-            for s in d.sessions
+            for s, repeat in zip(d.sessions, repeats(d.sessions), strict=True)
             for i, part in enumerate(chunks(s.turns, max_messages))
             if part
         ]
     return corpus
+
+
+def repeats(sessions: Sequence[ChatSession]) -> list[str]:
+    """Per session, "" the first time its id occurs in a dialogue and "-r<n>" the n-th time
+    after: a haystack may hold one session twice (LongMemEval's dev half does, on two
+    dates), and each post is a request of its own, so each needs a key of its own. The
+    turns keep their keys: an identical turn posted again is one memory."""
+    seen: dict[str, int] = {}
+    out = []
+    for session in sessions:
+        n = seen.get(session.thread_id, 0)
+        seen[session.thread_id] = n + 1
+        out.append(f"-r{n}" if n else "")
+    return out
 
 
 def locomo_dialogues(conversations: Sequence[Conversation]) -> list[Dialogue]:

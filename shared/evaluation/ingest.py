@@ -48,9 +48,13 @@ def wait_job(client: httpx.Client, job_id: str) -> dict[str, Any]:
 def ingest_user(
     base_url: str, user_id: str, interactions: Sequence[ds.Interaction], key_field: str,
     stop: threading.Event, store_roles: Sequence[str] = ("user",),
-) -> dict[str, str]:
-    """One interaction at a time, in order, so a repeated content keeps its first key."""
+) -> tuple[dict[str, str], set[str]]:
+    """One interaction at a time, in order, so a repeated content keeps its first key.
+    Returns each key's memory (the last written) and every memory the jobs wrote: a key
+    has several when a haystack repeats a session whose turns are not all merged again
+    (LongMemEval's dev half holds one session twice, on two dates)."""
     memory_of: dict[str, str] = {}
+    written_ids: set[str] = set()
     with api_client(base_url) as client:
         for interaction in interactions:
             if stop.is_set():
@@ -73,7 +77,8 @@ def ingest_user(
                                 f"messages, {len(written)} memories in the job result")
             for it, memory in zip(interaction.items, written, strict=True):
                 memory_of[it.key] = str(memory["id"])
-    return memory_of
+                written_ids.add(str(memory["id"]))
+    return memory_of, written_ids
 
 
 def stored_keys(client: httpx.Client, user_id: str, key_field: str) -> dict[str, str]:
@@ -111,18 +116,18 @@ def ingest(base_url: str, corpus: ds.Corpus, concurrency: int) -> IngestOutcome:
             for user, inters in corpus.users.items()
         }
         try:
-            memory_of = {user: f.result() for user, f in futures.items()}
+            results = {user: f.result() for user, f in futures.items()}
         finally:
             stop.set()
     seconds = time.perf_counter() - started
     merged: dict[str, set[str]] = {}
     stored = 0
     with api_client(base_url) as client:
-        for user, mapping in memory_of.items():
+        for user, (mapping, written_ids) in results.items():
             keys = stored_keys(client, user, corpus.key_field)
-            if set(keys) != set(mapping.values()):
+            if set(keys) != written_ids:
                 raise EvalError(f"{user}: {len(keys)} memories stored, the jobs wrote "
-                                f"{len(set(mapping.values()))}")
+                                f"{len(written_ids)}")
             stored += len(keys)
             merged[user] = {k for k, mid in mapping.items() if keys[mid] != k}
     items = sum(len(i.items) for inters in corpus.users.values() for i in inters)

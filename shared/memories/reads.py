@@ -267,7 +267,7 @@ def own_counts(rp: ReadPath, owner: Owner) -> OwnCounts:
     user has, and for each term how many hold it, up to `USER_COUNT_CAP`, in one store
     call. Only the user's points are read, every one of them (no search filter), so the
     figures are the same for every search of the user:
-    docs/decisions/0028-keyword-statistics-no-one-else-moves.md."""
+    docs/decisions/0029-keyword-statistics-no-one-else-moves.md."""
     def counts(ids: list[int]) -> tuple[int, list[int]]:
         return rp.store.count(owner), rp.store.keyword_holders(owner, ids, USER_COUNT_CAP)
     return counts
@@ -396,6 +396,8 @@ def list_memories(
     if kind is not None:
         conds.append(Match("kind", kind.value))
     if episode is not None:
+        if not _is_uuid(episode):  # a memory id, as the API returns them
+            raise InvalidInput("episode must be a memory id", field="episode")
         conds.append(Match("episodes", episode))
     after = decode_cursor(cursor, sort) if cursor else None
     points, position = rp.store.page(owner, conds, limit, sort, after)

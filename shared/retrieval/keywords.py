@@ -1,7 +1,7 @@
 """CJK-aware keyword tokens and the sparse vectors Qdrant scores them by.
 
 A document's vector holds its BM25 term weights; a query's holds each term's IDF from a
-fixed reference moved by the user's own memories (`reference_idf`, docs/decisions/0028),
+fixed reference moved by the user's own memories (`reference_idf`, docs/decisions/0029),
 so that the score, their dot product, reads no other user's data.
 
 Chinese runs are cut by jieba-rs (`rjieba`: jieba's dictionary and algorithm, exact mode

@@ -1,4 +1,4 @@
-"""Keyword IDF from a fixed reference that no stored data moves (docs/decisions/0028).
+"""Keyword IDF from a fixed reference that no stored data moves (docs/decisions/0029).
 
 A word's weight in a query is its BM25 IDF in a *reference* corpus: `REFERENCE_DOCS`
 short documents of `BM25_AVG_LEN` tokens each, whose words occur at the frequencies of

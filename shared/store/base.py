@@ -200,7 +200,7 @@ class Store(ABC):
 
     def keyword_holders(self, owner: Owner, ids: Sequence[int], cap: int) -> list[int]:
         """For each keyword id, how many of the owner's points hold it, counted up to `cap`
-        (the user's own keyword statistics, docs/decisions/0028)."""
+        (the user's own keyword statistics, docs/decisions/0029)."""
         if not ids:
             return []
         return self._keyword_holders(scoped(owner, []), ids, cap)

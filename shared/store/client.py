@@ -53,7 +53,7 @@ _SCHEMA = {
 }
 _AUDIT_VECTOR = "unit"
 # Keyword vectors without Qdrant's IDF: the query carries a fixed reference IDF instead,
-# so no stored data moves a user's keyword scores (docs/decisions/0028).
+# so no stored data moves a user's keyword scores (docs/decisions/0029).
 _SPARSE_CONFIG = {SPARSE: qm.SparseVectorParams(modifier=qm.Modifier.NONE)}
 log = get_logger("memoryd.store.client")
 
@@ -210,7 +210,7 @@ class QdrantClientStore(Store):
         self._parts = isinstance(params.vectors, dict) and PARTS in params.vectors
         sparse = (params.sparse_vectors or {}).get(SPARSE)
         if sparse is not None and sparse.modifier == qm.Modifier.IDF:
-            # Made before decision 0028: Qdrant's collection-wide IDF would multiply the
+            # Made before decision 0029: Qdrant's collection-wide IDF would multiply the
             # query's reference IDF. The stored vectors hold BM25 document weights either
             # way; only the modifier changes (Qdrant applies it at query time).
             self._call(functools.partial(

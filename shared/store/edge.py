@@ -113,7 +113,7 @@ def _dense_params(dim: int) -> dict[str, qe.EdgeVectorParams]:
 
 def _sparse_params() -> dict[str, qe.EdgeSparseVectorParams]:
     # No engine IDF: the query carries a fixed reference IDF, so no stored data moves a
-    # user's keyword scores (docs/decisions/0028).
+    # user's keyword scores (docs/decisions/0029).
     return {SPARSE: qe.EdgeSparseVectorParams()}
 
 
@@ -369,7 +369,7 @@ class EdgeStore(Store):
         return records, next_offset
 
     def _migrate_keyword_idf(self, path: Path) -> None:
-        """Move a shard made before decision 0028 (Qdrant's IDF modifier on its keyword
+        """Move a shard made before decision 0029 (Qdrant's IDF modifier on its keyword
         vectors) to the current configuration. The engine opens a shard only with the
         modifier it was made with, so the shard is copied, as a compaction copies it, into
         one without the modifier; the stored vectors (BM25 document weights) are the same.

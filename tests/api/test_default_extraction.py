@@ -195,3 +195,11 @@ def test_export_and_import_keep_kind_sources_and_links(api: httpx.Client, user: 
     assert fact["sources"][0]["metadata"] == {"dia_id": "D1:3"}
     assert fact["episodes"] == [episode["id"]]
     assert [m["id"] for m in listing(api, target, episode=episode["id"])] == [fact["id"]]
+
+
+def test_an_episode_filter_that_is_no_memory_id_is_refused(api: httpx.Client, user: str) -> None:
+    for value in ("not-an-id", "../webhooks", ""):
+        response = api.get("/v1/memories", params={"user_id": user, "episode": value})
+        assert response.status_code == 422, response.text
+        error = response.json()["error"]
+        assert error["code"] == "invalid_input" and "episode" in error["message"], error

@@ -93,24 +93,29 @@ def _drop_queued(stack: OwnStack) -> None:
     stack.redis.delete(QueueName.MEMORY.value, QueueName.BULK.value)
 
 
+def _left_when_saved(stack: OwnStack, flooder: httpx.Client, flood_users: list[str],
+                     count: int, saver: httpx.Client, saver_user: str) -> int:
+    """`count` interactions of `flood_users` queued, then one save of `saver_user`: how many
+    of the interactions had not ended when the save had (the rest are dropped)."""
+    backlog = _flood(flooder, flood_users, count)
+    saved = saver.post("/v1/memories", json={
+        "user_id": saver_user, "content": "My locker number is 12"}).json()["job_id"]
+    assert wait_job(saver, saved, 120)["status"] == "succeeded"
+    waiting = _not_ended(flooder, backlog)
+    _drop_queued(stack)
+    return waiting
+
+
 def test_another_tenants_save_ends_before_an_unmarked_backlog(own_stack: OwnStack) -> None:
     with _tenant_client(own_stack) as flooder, _tenant_client(own_stack) as other:
-        backlog = _flood(flooder, [f"history-{i}" for i in range(10)], 80)
-        saved = other.post("/v1/memories", json={
-            "user_id": "saver", "content": "My locker number is 12"}).json()["job_id"]
-        assert wait_job(other, saved, 120)["status"] == "succeeded"
-        # Before shares, the save queued behind all 80 and ended with the last few of them.
-        waiting = _not_ended(flooder, backlog)
-        _drop_queued(own_stack)
+        waiting = _left_when_saved(own_stack, flooder, [f"history-{i}" for i in range(10)], 80,
+                                   other, "saver")
+    # Before shares, the save queued behind all 80 and ended with the last few of them.
     assert waiting >= 20, f"only {waiting} of the 80 queued interactions were left"
 
 
 def test_another_users_save_ends_before_one_users_backlog(own_stack: OwnStack) -> None:
     with _tenant_client(own_stack) as tenant:
-        backlog = _flood(tenant, ["one-busy-user"], 40)
-        saved = tenant.post("/v1/memories", json={
-            "user_id": "a-quiet-user", "content": "My locker number is 14"}).json()["job_id"]
-        assert wait_job(tenant, saved, 120)["status"] == "succeeded"
-        waiting = _not_ended(tenant, backlog)
-        _drop_queued(own_stack)
+        waiting = _left_when_saved(own_stack, tenant, ["one-busy-user"], 40,
+                                   tenant, "a-quiet-user")
     assert waiting >= 10, f"only {waiting} of the 40 queued interactions were left"

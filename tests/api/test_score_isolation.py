@@ -1,5 +1,5 @@
 """A user's rankings and scores are a function of that user's memories and the query alone
-(issue 30, docs/decisions/0028-keyword-statistics-no-one-else-moves.md).
+(issue 30, docs/decisions/0029-keyword-statistics-no-one-else-moves.md).
 
 One user stores 20 memories (English and Chinese) and asks 10 queries through /v1/search
 (hybrid and keyword) and /v1/context; every id, in order, and every score is recorded.

@@ -66,6 +66,19 @@ def write_reports(results: Path, scale: float) -> None:
                            "max_ms": 60.6 * scale},
         "ratio_p50": round(50.4 / 30.1, 2), "goal_met": True,
     })
+    store = {"requests": 40, "busy_share": round(0.123 * scale, 3), "waited_s": 0.5}
+    save("fairness-server.json", {
+        "mode": "server", "workers": 2, "backfill": 200, "turns": 4, "sentences": 12,
+        "saves": 5, "unmarked": 200, "machine": MACHINE,
+        "idle": {"n": 5, "p50_ms": 70.1 * scale, "mean_ms": 71.2 * scale,
+                 "max_ms": 80.3 * scale, "store": store},
+        "under_backfill": {"n": 5, "p50_ms": 90.4 * scale, "mean_ms": 92.5 * scale,
+                           "max_ms": 99.6 * scale, "store": store},
+        "behind_unmarked": {"n": 5, "p50_ms": 150.4 * scale, "mean_ms": 152.5 * scale,
+                            "max_ms": 190.6 * scale, "unmarked": 200, "store": store},
+        "ratio_p50": round(90.4 / 70.1, 2), "goal_met": True,
+        "ratio_unmarked_p50": round(150.4 / 70.1, 2), "goal_unmarked_met": False,
+    })
     lat = {"n": 7, "p50_ms": 40.5 * scale, "p99_ms": 90.25 * scale, "mean_ms": 50.0 * scale,
            "max_ms": 95.75 * scale}
     save("freshness.json", {
@@ -143,12 +156,24 @@ def test_the_page_shows_each_reports_figures_its_command_and_machine(tmp_path: P
     assert ("Command: `memoryd eval locomo --data ../shared/bench/locomo10.json "
             "--mode dense,hybrid --embedder e5-small`") in page
     assert "commit 0123456789ab" in page
-    chat = dict(generated_blocks(page))["bench-results/eval-chat-locomo-20260102T030405.json"]
-    assert ("Command: `memoryd eval locomo --data ../shared/bench/locomo10.json "
-            "--protocol chat --embedder e5-small`") in chat
-    assert "| overall | 9 | 0.444 | 3 | 0.556 | 120 / 300 |" in chat
-    assert "| single-hop | 9 | 0.444 |" in chat
-    assert "| 40 | 21 | 4.0 | 50 | 1.250 | 30.0 / 45.0 | 20.0 / 30.0 | 1.50 |" in chat
+    blocks = dict(generated_blocks(page))
+    for report, lines in {
+        "bench-results/fairness-server.json": [
+            "Command: `python -m ops.bench.fairness --backfill 200 --turns 4 --sentences 12 "
+            "--saves 5 --server 2 --unmarked 200`",
+            "Server mode: `memoryd serve`, 2 `memory,llm` worker(s)",
+            "| 200 unmarked interactions queued | 5 | 150.4 | 152.5 | 190.6 |",
+            "(goal NOT met)",
+            "(near 1: it set the pace): idle 0.123, backfill 0.123, unmarked 0.123."],
+        "bench-results/eval-chat-locomo-20260102T030405.json": [
+            "Command: `memoryd eval locomo --data ../shared/bench/locomo10.json "
+            "--protocol chat --embedder e5-small`",
+            "| overall | 9 | 0.444 | 3 | 0.556 | 120 / 300 |",
+            "| single-hop | 9 | 0.444 |",
+            "| 40 | 21 | 4.0 | 50 | 1.250 | 30.0 / 45.0 | 20.0 / 30.0 | 1.50 |"],
+    }.items():
+        for line in lines:
+            assert line in blocks[report], (report, line)
     # The chat report is not read as a ranking report of the same set.
     assert "bench-results/eval-chat-locomo-20260102T030405.json" not in dict(
         generated_blocks(page.split("## The answer path")[0]))
@@ -164,6 +189,7 @@ def test_the_page_shows_each_reports_figures_its_command_and_machine(tmp_path: P
     assert "| redaction | digit-groups | 6.4 |" in again
     assert "| idle (40 searches) | 10.2 | 18.4 | 12.7 | 24.9 |" in again
     assert "| idle | 5 | 60.2 | 62.4 | 80.6 |" in again
+    assert "| idle | 5 | 140.2 | 142.4 | 160.6 |" in again
     assert "| dense | 9 | 0.216 | 0.272 | 41.0 / 51.0 |" in again
     assert "| overall | 9 | 0.889 | 3 | 0.556 | 241 / 300 |" in again
     for stale in ("| 1.2 | ms |", "| 3.2 |", "| 30.1 |", "| 0.432 |"):
@@ -187,7 +213,8 @@ def test_only_the_reports_put_figures_on_the_page(tmp_path: Path) -> None:
         "bench-results/bench.json#peer", "bench-results/bench-1m.json",
         "bench-results/hostile.json",
         "bench-results/bench-waits.json", "bench-results/freshness.json",
-        "bench-results/fairness.json", "bench-results/proxy.json"]
+        "bench-results/fairness.json", "bench-results/fairness-server.json",
+        "bench-results/proxy.json"]
     for _, body in blocks:
         assert body.startswith("No report yet: `") and figures(body) == []
 
@@ -291,3 +318,24 @@ def test_a_report_not_here_keeps_what_the_page_showed(tmp_path: Path) -> None:
     page_path.write_text(page, encoding="utf-8")
     done = run_docs("--results", str(results), "--out", str(page_path), "--check")
     assert done.returncode == 0, done.stderr
+
+
+def test_an_eval_set_not_rerun_keeps_its_block_and_readme_rows(tmp_path: Path) -> None:
+    """Rerunning one `memoryd eval` set (here: only a chat run) refreshes that set alone:
+    the ranking set and its README row stay as the page showed them."""
+    results = tmp_path / "results"
+    write_reports(results, 1.0)
+    page = render_document(results)
+    readme = render_readme(f"# x\n\n{README_BEGIN}\n{README_END}\n", results)
+    assert "`memoryd eval locomo`" in readme
+    ranking = "bench-results/eval-locomo-20260102T030405.json"
+    (results / ranking.removeprefix("bench-results/")).unlink()
+    chat = json.loads((results / "eval-chat-locomo-20260102T030405.json").read_text())
+    chat.update(name="longmemeval", dataset="longmemeval", started_at="2026-02-01T00:00:00")
+    (results / "eval-chat-longmemeval-20260201T000000.json").write_text(json.dumps(chat))
+    again = dict(generated_blocks(render_document(results, page)))
+    assert again[ranking] == dict(generated_blocks(page))[ranking]
+    assert {"bench-results/eval-chat-locomo-20260102T030405.json",
+            "bench-results/eval-chat-longmemeval-20260201T000000.json"} <= set(again)
+    kept = render_readme(readme, results)
+    assert kept == readme

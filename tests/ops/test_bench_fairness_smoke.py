@@ -1,5 +1,6 @@
-"""`python -m ops.bench.fairness` at a tiny size: it runs the real stack, prints its figures and
-writes its report (no timing is asserted here; the figures are the bench's business)."""
+"""`python -m ops.bench.fairness` at a tiny size: it runs the real stack (embedded, or server
+mode's processes), prints its figures and writes its report (no timing is asserted here; the
+figures are the bench's business)."""
 
 from __future__ import annotations
 
@@ -8,24 +9,48 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+SECTIONS = ("idle", "under_backfill", "behind_unmarked")
 
 
-def test_fairness_bench_reports_each_condition(tmp_path: Path) -> None:
+def run_bench(tmp_path: Path, *args: str) -> tuple[dict[str, Any], str]:
+    """The bench's report and its output; every save it timed succeeded, or it exits 1."""
     out = tmp_path / "fairness.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
     proc = subprocess.run(
-        [sys.executable, "-m", "ops.bench.fairness", "--backfill", "6", "--turns", "2",
-         "--sentences", "3", "--saves", "2", "--unmarked", "2", "--out", str(out),
-         "--work-dir", str(tmp_path)],
+        [sys.executable, "-m", "ops.bench.fairness", "--turns", "2", "--saves", "2", *args,
+         "--out", str(out), "--work-dir", str(tmp_path)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=280,
     )
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
     report = json.loads(out.read_text())
-    assert report["idle"]["n"] == 2 and report["under_backfill"]["n"] == 2
-    assert report["behind_unmarked"]["n"] == 2  # as many saves as --saves
-    for section in ("idle", "under_backfill", "behind_unmarked"):
+    for section in SECTIONS:
+        assert report[section]["n"] == 2  # as many saves as --saves, each one succeeded
         assert report[section]["p50_ms"] > 0
     assert isinstance(report["goal_met"], bool)
+    assert isinstance(report["goal_unmarked_met"], bool)
     assert "x idle (goal: 2x)" in proc.stderr + proc.stdout
+    assert list(tmp_path.iterdir()) == [out], "the bench's work dir is removed"
+    return report, proc.stderr
+
+
+def test_fairness_bench_reports_each_condition(tmp_path: Path) -> None:
+    report, _ = run_bench(tmp_path, "--backfill", "6", "--sentences", "3", "--unmarked", "2")
+    assert "mode" not in report and "store" not in report["idle"]  # the embedded shape
+    assert report["behind_unmarked"]["unmarked"] == 2
+
+
+def test_fairness_bench_in_server_mode(tmp_path: Path) -> None:
+    """`--server 1`: a gateway, one memory worker and the bulk worker, on one Redis and the
+    Qdrant stand-in; the report says so and what the stand-in did in each condition."""
+    report, stderr = run_bench(tmp_path, "--server", "1", "--backfill", "3", "--sentences",
+                               "2", "--unmarked", "3")
+    assert report["mode"] == "server" and report["workers"] == 1
+    assert report["backfill"] == 3 and report["behind_unmarked"]["unmarked"] == 3
+    for section in SECTIONS:
+        store = report[section]["store"]
+        assert store["requests"] > 0  # the workers wrote through the shared Qdrant
+        assert 0 <= store["busy_share"] <= 1
+    assert "still without the model" not in stderr  # every pool process was warmed

@@ -397,6 +397,17 @@ def test_worker_can_scale(services: dict[str, dict[str, Any]]) -> None:
     assert worker.get("healthcheck"), "the worker has no healthcheck"
 
 
+def test_bulk_work_yields_the_cores_to_the_writes_and_reads(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """Issue 31, item 11: a flood's overflow runs on the bulk service; under contention it
+    must not take the cores a save or a search needs (Docker's default weight is 1024)."""
+    default = 1024
+    bulk = int(services["bulk"].get("cpu_shares", default))
+    for name in ("gateway", "worker"):
+        assert bulk * 4 <= int(services[name].get("cpu_shares", default)), name
+
+
 def test_flower_is_installed_and_protected(
     services: dict[str, dict[str, Any]], dockerfile: str
 ) -> None:

@@ -51,7 +51,7 @@ def test_tokenize_never_crashes_and_tokens_are_words(text: str) -> None:
         assert indices == sorted(set(indices)) == query[0]
         assert set(indices) == {token_id(t) for t in tokens}
         assert all(0 < v for v in values)
-        # Query weights are reference IDFs (docs/decisions/0028): positive, bounded.
+        # Query weights are reference IDFs (docs/decisions/0029): positive, bounded.
         assert all(0 < w <= RARE_IDF for w in query[1])
         assert [t for _, t in surface_tokens(text)] == tokens
 

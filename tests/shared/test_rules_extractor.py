@@ -283,3 +283,13 @@ def test_empty_sequence_and_many_messages() -> None:
     assert extract_rules([]) == []
     assert extract_rules(("", "", "")) == []
     assert len(extract_rules([f"I have {n} cats" for n in range(200)])) == 200
+
+
+def test_a_message_is_read_for_facts_up_to_its_sentence_bound() -> None:
+    from memoryd.extraction.rules import MAX_SENTENCES, extract_rules
+
+    filler = "".join(f"item {n}.\n" for n in range(MAX_SENTENCES + 10))
+    early = extract_rules(["I live in Lisbon.\n" + filler])
+    late = extract_rules([filler + "I live in Lisbon.\n"])
+    assert [c.content for c in early] == ["User lives in Lisbon"]
+    assert late == []  # past the bound: the episode keeps it, the rules do not read it

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 import pytest
 import redis
+from conftest import redis_db_url
 
 from memoryd.jobs.celery_app import create_app
 from memoryd.jobs.enqueue import submit
@@ -27,7 +28,7 @@ DB = 5  # a database of its own (the suite runs files in parallel)
 
 @pytest.fixture()
 def client(redis_server: str) -> Iterator[redis.Redis]:
-    r = redis.Redis.from_url(redis_server.rsplit("/", 1)[0] + f"/{DB}")
+    r = redis.Redis.from_url(redis_db_url(redis_server, DB))
     r.flushdb()
     try:
         yield r
@@ -105,7 +106,7 @@ def _save(tenant: str, user: str) -> SaveCommand:
 def test_submit_routes_beyond_the_share_to_the_bulk_queue(
     client: redis.Redis, redis_server: str
 ) -> None:
-    url = redis_server.rsplit("/", 1)[0] + f"/{DB}"
+    url = redis_db_url(redis_server, DB)
     app = create_app(Settings(redis_url=url))
     jobs = JobStore(client, 3600)
     lanes = Lanes(client, Shares(tenant=2, user=1, lapse_s=900))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,18 @@ class QdrantRestFacade(ReopenableServer):
         super().__init__()
         self.local = QdrantClient(path=str(path))
         self._lock = threading.Lock()  # local mode is not thread-safe
+        # What the engine did, so a bench can tell whether this stand-in was its bottleneck:
+        # API calls answered, seconds spent in the engine (one at a time, under the lock),
+        # and seconds calls waited for the lock (summed over calls).
+        self.requests = 0
+        self.busy_s = 0.0
+        self.waited_s = 0.0
+
+    def load(self) -> dict[str, float]:
+        """The counters above, as they stand."""
+        with self._lock:
+            return {"requests": self.requests, "busy_s": self.busy_s,
+                    "waited_s": self.waited_s}
 
     @property
     def url(self) -> str:
@@ -140,9 +153,16 @@ class QdrantRestFacade(ReopenableServer):
                     match = re.fullmatch(pattern, path)
                     if verb == method and match:
                         try:
+                            asked = time.monotonic()
                             with facade._lock:
-                                result = facade.handle(op, match.groupdict().get("c", ""),
-                                                       json.loads(raw) if raw else None)
+                                began = time.monotonic()
+                                try:
+                                    result = facade.handle(op, match.groupdict().get("c", ""),
+                                                           json.loads(raw) if raw else None)
+                                finally:
+                                    facade.requests += 1
+                                    facade.busy_s += time.monotonic() - began
+                                    facade.waited_s += began - asked
                             # The root answers bare version info; every API call wraps.
                             status, payload = 200, (result if op == "root" else {
                                 "result": result, "status": "ok", "time": 0.0})

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,11 @@ class Teams:
     def __call__(self, threads: int) -> None:
         with self._lock:
             self.calls.append((threading.current_thread().name, threads))
+
+
+def _idle_machine() -> int:
+    """No other thread on the machine wants a core (the suite runs beside others)."""
+    return 1
 
 
 def _wait_for(condition: object, timeout_s: float = 10.0) -> None:
@@ -115,7 +122,7 @@ def test_the_default_lowers_the_lanes_only_under_autogroup(
 
 def test_one_request_at_a_time_gets_every_core_on_the_first_lane() -> None:
     teams = Teams()
-    lanes = ModelLanes("solo", teams, cores=2)
+    lanes = ModelLanes("solo", teams, cores=2, runnable=_idle_machine)
     names = {lanes.run(ModelLanes.QUERY, lambda: threading.current_thread().name)
              for _ in range(300)}
     assert names == {"solo-0"}
@@ -124,7 +131,7 @@ def test_one_request_at_a_time_gets_every_core_on_the_first_lane() -> None:
 
 def test_a_backlog_splits_the_cores_over_two_lanes() -> None:
     teams = Teams()
-    lanes = ModelLanes("busy", teams, cores=2)
+    lanes = ModelLanes("busy", teams, cores=2, runnable=_idle_machine)
     started, release = threading.Event(), threading.Event()
 
     def long_call() -> str:
@@ -149,7 +156,7 @@ def test_open_sessions_of_other_callers_make_a_lone_call_narrow() -> None:
     """Concurrent searches each spend most of their time outside the model: the queue is
     often empty, yet the others are about to call. Their open sessions say so."""
     teams = Teams()
-    lanes = ModelLanes("shared", teams, cores=2)
+    lanes = ModelLanes("shared", teams, cores=2, runnable=_idle_machine)
     lanes.LOADED_FOR_S = 0.5
 
     def team_of(text: str) -> int:
@@ -241,3 +248,162 @@ def test_a_forked_child_gets_its_own_lanes() -> None:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert lanes.run(ModelLanes.QUERY, len, "parent again") == 12
+
+
+def _occupy(lanes: ModelLanes, count: int, tokens: float) -> tuple[threading.Event,
+                                                                  list[threading.Thread],
+                                                                  list[str]]:
+    """`count` calls of `tokens` document tokens each, from sessions of their own, held
+    running until the returned event is set; the names of the lanes that ran them."""
+    release = threading.Event()
+    ran: list[str] = []
+
+    def held() -> None:
+        ran.append(threading.current_thread().name)
+        release.wait(10)
+
+    def caller() -> None:
+        with lanes.session():
+            lanes.run(ModelLanes.DOCUMENTS, held, tokens=tokens)
+
+    threads = [threading.Thread(target=caller) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    _wait_for(lambda: len(ran) == count)
+    return release, threads, ran
+
+
+def test_a_short_write_runs_while_long_ones_hold_every_background_lane() -> None:
+    """Issue 31, item 11: a tenant's long interactions once held both lanes, and another
+    tenant's save waited for their calls to end. Past its quick budget a session runs on
+    the background lanes, and a short session's call finds a quick lane free."""
+    lanes = ModelLanes("mixed", Teams(), cores=2)
+    with _another_caller(lanes):
+        release, holders, ran = _occupy(lanes, 2, tokens=4 * ModelLanes.QUICK_TOKENS)
+    try:
+        assert sorted(ran) == ["mixed-b0", "mixed-b1"]
+        with lanes.session():
+            name = lanes.run(ModelLanes.DOCUMENTS, lambda: threading.current_thread().name,
+                             tokens=20)
+        assert name == "mixed-0"
+    finally:
+        release.set()
+        for thread in holders:
+            thread.join(10)
+
+
+@contextmanager
+def _another_caller(lanes: ModelLanes) -> Iterator[None]:
+    """A session open on another thread: calls made meanwhile from a session of their own
+    (or a second one) are not lone."""
+    opened, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lanes.session():
+            opened.set()
+            done.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert opened.wait(10)
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(10)
+
+
+def _lane() -> str:
+    return threading.current_thread().name
+
+
+def test_a_session_moves_to_the_background_once_past_its_quick_budget() -> None:
+    lanes = ModelLanes("budget", Teams(), cores=2)
+    half = ModelLanes.QUICK_TOKENS / 2
+    with _another_caller(lanes), lanes.session():
+        first = lanes.run(ModelLanes.DOCUMENTS, _lane, tokens=half)
+        second = lanes.run(ModelLanes.DOCUMENTS, _lane, tokens=half)
+        assert lanes.quick_room() == 0
+        third = lanes.run(ModelLanes.DOCUMENTS, _lane, tokens=1)
+        with lanes.session():  # a nested session is part of the outer one
+            nested = lanes.run(ModelLanes.DOCUMENTS, _lane, tokens=1)
+        query = lanes.run(ModelLanes.QUERY, _lane)  # queries are always quick
+    assert (first, second, third, nested, query) == (
+        "budget-0", "budget-0", "budget-b0", "budget-b0", "budget-0")
+    with _another_caller(lanes), _another_caller(lanes):
+        with lanes.session():  # a new session starts with the whole budget
+            assert lanes.quick_room() == ModelLanes.QUICK_TOKENS
+            assert lanes.run(ModelLanes.DOCUMENTS, _lane, tokens=half) == "budget-0"
+        # Outside any session every call is judged by its own size.
+        assert lanes.run(ModelLanes.DOCUMENTS, _lane, tokens=half) == "budget-0"
+        assert lanes.run(ModelLanes.DOCUMENTS, _lane,
+                         tokens=2 * ModelLanes.QUICK_TOKENS) == "budget-b0"
+
+
+def test_only_the_first_quick_lane_runs_wide() -> None:
+    """libgomp keeps each calling thread a pool of its last team size; above the cores every
+    barrier parks. So a lone long call runs narrow on the background lane (keeping its lower
+    priority, which is what holds across a prefork worker's processes), and a lone query
+    wide on the first quick lane."""
+    teams = Teams()
+    lanes = ModelLanes("alone", teams, cores=2, runnable=_idle_machine)
+    time.sleep(2 * ModelLanes.LOADED_FOR_S)
+    with lanes.session():
+        ran = lanes.run(ModelLanes.DOCUMENTS, _lane, tokens=10 * ModelLanes.QUICK_TOKENS)
+    assert (ran, teams.calls) == ("alone-b0", [("alone-b0", 1)])
+    time.sleep(2 * ModelLanes.LOADED_FOR_S)
+    with lanes.session():
+        assert lanes.run(ModelLanes.QUERY, _lane) == "alone-0"
+    assert teams.calls[-1] == ("alone-0", 2)
+    assert {name for name, threads in teams.calls if threads == 2} == {"alone-0"}
+
+
+def test_background_lanes_run_below_the_quick_ones() -> None:
+    lanes = ModelLanes("ranked", Teams(), cores=2, nice=2)
+
+    def own_nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    caller = own_nice()
+    with _another_caller(lanes), lanes.session():
+        quick = lanes.run(ModelLanes.DOCUMENTS, own_nice, tokens=1)
+        background = lanes.run(ModelLanes.DOCUMENTS, own_nice,
+                               tokens=10 * ModelLanes.QUICK_TOKENS)
+    assert quick == min(19, caller + 2)
+    assert background == min(19, caller + 2 + ModelLanes.BACKGROUND_NICE)
+
+
+def test_e5_counts_a_long_batch_only_as_far_as_the_budget() -> None:
+    from memoryd.embeddings.local import _tokens_within
+
+    short = "Remember: my locker number is 7"
+    assert 5 < _tokens_within([short], ModelLanes.QUICK_TOKENS) < ModelLanes.QUICK_TOKENS
+    long = " ".join(["word"] * 400)
+    # Past the room the rest is not read: the first text alone decides.
+    assert _tokens_within([long, long, long], 10) == _tokens_within([long], 10)
+    assert _tokens_within([long], 10) > ModelLanes.QUICK_TOKENS
+
+
+def test_a_lone_call_runs_narrow_while_other_processes_want_the_cores() -> None:
+    """A prefork worker's siblings and the gateway are other processes: a wide team whose
+    second thread waits for a core stalls at every barrier."""
+    teams = Teams()
+    busy = [5]
+    lanes = ModelLanes("crowded", teams, cores=2, runnable=lambda: busy[0])
+    time.sleep(2 * ModelLanes.LOADED_FOR_S)
+    assert lanes.run(ModelLanes.QUERY, len, "crowded") == 7
+    busy[0] = 2  # this lane and its caller: the machine is otherwise idle
+    assert lanes.run(ModelLanes.QUERY, len, "quiet") == 5
+    assert teams.calls == [("crowded-0", 1), ("crowded-0", 2)]
+
+
+def test_the_machine_s_runnable_threads_are_read_from_the_kernel(tmp_path: Path) -> None:
+    from memoryd.embeddings.e5.lanes import runnable_threads
+
+    assert runnable_threads() >= 1  # this thread is running
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("4.21 3.52 2.83 3/85 11960\n")
+    assert runnable_threads(loadavg) == 3
+    loadavg.write_text("garbled\n")
+    assert runnable_threads(loadavg) == 1
+    assert runnable_threads(tmp_path / "missing") == 1

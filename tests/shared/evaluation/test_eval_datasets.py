@@ -278,3 +278,51 @@ def test_per_category_takes_the_first_questions_of_each_kind() -> None:
           for i, cat in enumerate(["a", "a", "a", "b", "b", "c"])]
     picked = select_questions(EvalOptions("longmemeval", ["hybrid"], per_category=2), qs)
     assert [q.qid for q in picked] == ["q0", "q1", "q3", "q4", "q5"]
+
+
+def test_a_session_repeated_in_a_haystack_is_posted_under_keys_of_its_own() -> None:
+    """LongMemEval's dev half holds one session twice, on two dates: each post is its own
+    request, so each needs its own idempotency key, in both protocols."""
+    from memoryd.evaluation.chat import chat_posts
+
+    item = _lme_item("q1", "single-session-user")
+    item["haystack_session_ids"] = ["s1", "answer_s2", "s1"]
+    item["haystack_dates"] = [*item["haystack_dates"], "2023/06/01 (Thu) 08:00"]
+    item["haystack_sessions"] = [*item["haystack_sessions"], item["haystack_sessions"][0]]
+    [dialogue] = ds.parse_longmemeval([item]).dialogues
+    ranked = [i.idempotency_key for i in ds.dialogue_corpus([dialogue], 8, "lme").users["q1"]]
+    assert len(ranked) == 3 and len(set(ranked)) == 3
+    assert ranked[0] == "eval-lme-q1-s1-c0" and ranked[2] == "eval-lme-q1-s1-r1-c0"
+    posted = [p.idempotency_key for p in chat_posts(dialogue, "lme", 50)]
+    assert len(posted) == len(set(posted)) == 3
+
+
+def test_a_key_written_twice_is_accounted_for(tmp_path: Path) -> None:
+    """LongMemEval's dev half repeats a session on another date; where a repeated turn is not
+    merged into its first memory, the key has two memories, and the ingest's check that
+    every stored memory came from a job must count both (it failed a 50-minute run). The
+    stack runs in a process of its own, as `memoryd eval` runs it: an in-process stack
+    would replace this test process's runtime under the suite's shared stack."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from memoryd.evaluation import datasets as ds
+from memoryd.evaluation.ingest import ingest
+from memoryd.workers.eval_stack import embedded_stack
+at = datetime(2023, 5, 1, tzinfo=UTC)
+first = ds.Interaction("eval-repeat-s1-c0", [ds.Item("s1:0", "I keep bees in Ghent", at)])
+again = ds.Interaction("eval-repeat-s1-r1-c0",
+                       [ds.Item("s1:0", "Since May I have kept bees in Ghent, two hives", at)])
+corpus = ds.Corpus("turn_key", {"beekeeper": [first, again]})
+with embedded_stack(Path(sys.argv[1]), None) as (base_url, _):
+    outcome = ingest(base_url, corpus, 1)
+print(outcome.items, outcome.memories, outcome.jobs)
+"""
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "data")],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-3:] == ["2", "2", "2"]

@@ -1,4 +1,4 @@
-"""An embedded store made before decision 0028 (Qdrant's IDF modifier on the keyword
+"""An embedded store made before decision 0029 (Qdrant's IDF modifier on the keyword
 vectors) moves to the current configuration when it opens: every point is kept, keyword
 scores become the plain product of the query's reference IDF and the stored BM25 weights,
 and no other user's data moves them any more."""
@@ -39,7 +39,7 @@ def point(owner: Owner, content: str, seed: int) -> PointData:
 
 
 def legacy_shard(path: Path, points: list[PointData]) -> None:
-    """A memory shard as the code before decision 0028 made it: sparse vectors under
+    """A memory shard as the code before decision 0029 made it: sparse vectors under
     Qdrant's IDF modifier."""
     path.mkdir(parents=True)
     shard = qe.EdgeShard.create(str(path), qe.EdgeConfig(
@@ -132,7 +132,7 @@ def test_a_qdrant_collection_with_the_idf_modifier_loses_it_at_open(tmp_path: Pa
     store.upsert(ALICE, alice)
     store.close()
     legacy = QdrantClient(path=str(tmp_path / "q"))
-    try:  # the configuration the code before decision 0028 created
+    try:  # the configuration the code before decision 0029 created
         legacy.update_collection("memories", sparse_vectors_config={
             SPARSE: qm.SparseVectorParams(modifier=qm.Modifier.IDF)})
     finally:
