@@ -120,7 +120,7 @@ class Settings(BaseSettings):
     # (see shared/retrieval/scoring.py).
     search_fusion: Literal["evidence", "linear", "rrf"] = "evidence"
     search_dense_weight: float = Field(0.3, ge=0, le=1)  # the fixed share of "linear"
-    search_keyword_half: float = Field(8.0, gt=0)
+    search_keyword_half: float = Field(11.0, gt=0)  # docs/decisions/0029
     search_rrf_k: int = Field(60, ge=1)
     search_recency_weight: float = Field(0.1, ge=0)
     search_importance_weight: float = Field(0.1, ge=0)

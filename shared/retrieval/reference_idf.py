@@ -10,8 +10,10 @@ was not what `memoryd eval` reported on an empty one.
 A word's reference document frequency, for a word of frequency f per token in documents
 of L tokens, is df = 1 - exp(-f·L) (the chance a document holds it at least once); its
 IDF is Qdrant's BM25 form over N = `REFERENCE_DOCS` documents, n = df·N:
-ln(1 + (N - n + 0.5) / (n + 0.5)), so `Weights.keyword_half` keeps the scale it had with
-Qdrant's IDF on a store of a few thousand memories. A word the table does not hold (a
+ln(1 + (N - n + 0.5) / (n + 0.5)): the scale Qdrant's IDF had on a store of a few
+thousand memories, now the same for every user and set, on which `Weights.keyword_half`
+(11) is where the best keyword hit of a user with the evidence and of one without part
+(docs/decisions/0029). A word the table does not hold (a
 name, a rare word, a number of two digits or more, which wordfreq only keeps with its
 digits smashed) weighs what the table's rarest word weighs.
 

@@ -41,7 +41,9 @@ class Weights:
     """Mixing and boosting weights (all settings)."""
 
     dense: float = 0.3  # the fixed dense share of fusion "linear"
-    keyword_half: float = 8.0  # keyword score that maps to relevance 0.5
+    # Keyword score that maps to relevance 0.5: where the best keyword hit of a user who has
+    # the evidence and of one who has none part (docs/decisions/0029).
+    keyword_half: float = 11.0
     recency: float = 0.1
     importance: float = 0.1
     access: float = 0.05
@@ -186,8 +188,11 @@ def relevance(
 # which the best hit of a user who has the memory and the best hit of a user who has none
 # part (`memoryd eval --calibration`). With the cosines corrected for language
 # (`language_offset`) the same midpoint holds for English, Chinese and crossed sets.
-# Fitted with e5-small: docs/decisions/0023-evidence-fusion-and-calibration.md.
-CALIBRATION_MIDPOINT = {SearchMode.DENSE: 0.48, SearchMode.KEYWORD: 0.5, SearchMode.HYBRID: 0.48}
+# Fitted with e5-small: docs/decisions/0023-evidence-fusion-and-calibration.md; keyword
+# and hybrid again with the reference IDF and `keyword_half` 11, on LoCoMo and both MADial
+# sets pooled (docs/decisions/0029-keyword-statistics-no-one-else-moves.md). Keyword is
+# 0.5 by construction: `keyword_half` is the keyword list's own parting score.
+CALIBRATION_MIDPOINT = {SearchMode.DENSE: 0.48, SearchMode.KEYWORD: 0.5, SearchMode.HYBRID: 0.47}
 CALIBRATION_SLOPE = 0.1  # relevance from the midpoint that moves the score by e (logit 1)
 
 

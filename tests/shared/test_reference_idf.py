@@ -46,7 +46,7 @@ def test_scale_is_bm25_idf_over_the_reference_corpus() -> None:
     # Monotone in frequency.
     weights = [idf_of_frequency(10 ** -e) for e in range(1, 9)]
     assert weights == sorted(weights)
-    # Everyday words sit well inside the range, so `keyword_half` keeps its meaning.
+    # Everyday words sit well inside the range.
     assert 2.0 < reference_idf("like") < 5.0 < reference_idf("cat") < RARE_IDF
 
 
