@@ -5,13 +5,17 @@
         --memory ../shared/bench/madial_zh/MADial-Bench-zh-memory.json \\
         --dialogue ../shared/bench/madial_zh/MADial-Bench-zh-dialogue.json
     python -m ops.bench.fusion score bench-results/fusion-*.pkl
+    python -m ops.bench.fusion part bench-results/fusion-*.pkl
 
 `dump` ingests a set as `memoryd eval` does (the embedded stack, the HTTP write path) and
 keeps, for every question, the candidates a hybrid search weighs: each list's scores and
 ranks and the scoring fields (`memoryd.memories.reads.gather`). `score` then ranks those
 candidates under each rule of `RULES` and prints recall per set, in seconds instead of an
 evaluation run per rule. It screens rules; `memoryd eval` measures the one kept (the next
-turns a hybrid page brings along are left out here).
+turns a hybrid page brings along are left out here). `part` fits the keyword half-point and
+the hybrid calibration midpoint by where the best hit of a user who has the evidence and
+the best hit of a user who has none part (docs/decisions/0029-keyword-statistics-no-one-
+else-moves.md).
 """
 
 from __future__ import annotations
@@ -221,6 +225,55 @@ def score(paths: Sequence[Path], only: str | None) -> None:
         print(f"{name:28}" + "".join(cells), flush=True)
 
 
+def raw_keyword(row: Dumped, embedder: str) -> np.ndarray:
+    return np.asarray(np.nan_to_num(row.keyword, nan=0.0))
+
+
+def top_scores(rows: Sequence[Dumped], embedder: str, rule: Rule) -> tuple[np.ndarray, np.ndarray]:
+    """Under `rule`: the score of each question's top hit where it bears evidence, and the
+    best score the same question gets from the other user (0 when nothing is found)."""
+    evidence, others = [], []
+    for row in rows:
+        scores = rule(row, embedder)
+        if len(scores):
+            top = int(np.lexsort((np.asarray(row.keys), -scores))[0])
+            if row.keys[top] in row.relevant:
+                evidence.append(float(scores[top]))
+        if row.other is not None:
+            theirs = rule(row.other, embedder) if len(row.other.keys) else np.zeros(0)
+            others.append(float(theirs.max()) if len(theirs) else 0.0)
+    return np.asarray(evidence), np.asarray(others)
+
+
+def parting(evidence: Sequence[np.ndarray], others: Sequence[np.ndarray],
+            grid: np.ndarray) -> tuple[float, float]:
+    """Where the two part: the threshold at which the share of evidence-bearing top hits
+    below it equals the share of other users' best hits at or above it, each share the mean
+    over the sets (every set weighs the same, whatever its size); and that share."""
+    missed = np.array([np.mean([np.mean(e < t) for e in evidence]) for t in grid])
+    passed = np.array([np.mean([np.mean(o >= t) for o in others]) for t in grid])
+    at = int(np.argmin(np.abs(missed - passed)))
+    return float(grid[at]), float((missed[at] + passed[at]) / 2)
+
+
+def part(paths: Sequence[Path]) -> None:
+    sets = {}
+    for path in paths:
+        with path.open("rb") as f:
+            sets[path.stem.removeprefix("fusion-")] = pickle.load(f)
+    fits = (("keyword score", raw_keyword, np.arange(1.0, 30.0, 0.1)),
+            ("hybrid relevance", evidence(10, 2.0), np.arange(0.3, 0.7, 0.005)))
+    for what, rule, grid in fits:
+        found = {name: top_scores(data["rows"], data["embedder"], rule)
+                 for name, data in sets.items()}
+        for name, (ev, other) in found.items():
+            at, error = parting([ev], [other], grid)
+            print(f"{what:17} {name:16} parts at {at:.3f} (error {error:.3f}; "
+                  f"{len(ev)} evidence top hits, {len(other)} other users)")
+        at, error = parting([e for e, _ in found.values()], [o for _, o in found.values()], grid)
+        print(f"{what:17} {'all, pooled':16} parts at {at:.3f} (error {error:.3f})", flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m ops.bench.fusion")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -235,12 +288,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     s = sub.add_parser("score")
     s.add_argument("paths", nargs="+", type=Path)
     s.add_argument("--only")
+    p = sub.add_parser("part")
+    p.add_argument("paths", nargs="+", type=Path)
     args = parser.parse_args(argv)
     if args.command == "dump":
         options = EvalOptions(dataset=args.dataset, modes=["hybrid"], data=args.data,
                               memory=args.memory, dialogue=args.dialogue,
                               embedder=args.embedder)
         dump(options, args.out_dir / f"fusion-{args.name or args.dataset}.pkl")
+    elif args.command == "part":
+        part(args.paths)
     else:
         score(args.paths, args.only)
 
