@@ -86,7 +86,8 @@ class ModelLanes:
     # only one is open: calls stay narrow (see the module docstring).
     LOADED_FOR_S = 0.1
     # A session's documents run quick up to this many tokens: a save or a short chat turn
-    # (e5-small reads 128 tokens in about 0.15 s of one core); a long interaction's
+    # (e5-small reads 128 tokens in about 0.1-0.15 s of one core on the 2-core hosts we
+    # measured: `python -m ops.probes.e5_lanes`); a long interaction's
     # passages go to the background after its first.
     QUICK_TOKENS = 128.0
     # Background lanes this many nice levels below the quick ones (at most 19 in all): the
