@@ -31,6 +31,7 @@ from memoryd.platform.settings import Settings
 from memoryd.platform.text_pace import TextPacer
 from memoryd.proxy.upstream import Upstream
 from memoryd.retrieval.access import AccessCounter
+from memoryd.retrieval.keywords import BRIDGE_WEIGHT
 from memoryd.retrieval.rerank import HttpReranker
 from memoryd.retrieval.scoring import Weights
 from memoryd.store import make_store
@@ -134,6 +135,7 @@ class Runtime:
             half_life_days=s.search_half_life_days,
             rrf_k=s.search_rrf_k, fusion=s.search_fusion,
             neighbour=s.search_neighbour_weight, context_hits=s.search_context_hits,
+            bridge=BRIDGE_WEIGHT if s.search_bridge else 1.0,
         )
 
     @property

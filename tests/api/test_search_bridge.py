@@ -19,7 +19,7 @@ from helpers import save, search
 from live_gateway import gateway, settings_with
 
 from memoryd.retrieval.bridge import bridged_terms
-from memoryd.retrieval.keywords import tokenize
+from memoryd.retrieval.keywords import BRIDGE_WEIGHT, tokenize
 
 AS_OF = "2024-06-01T00:00:00Z"
 
@@ -103,6 +103,11 @@ def test_a_question_finds_a_memory_in_the_other_language_by_keyword(
     assert hits(without, user, query, "keyword") == []  # no word in common
     found = hits(with_bridge, user, query, "keyword")
     assert found and found[0][0] == expected
-    # The translation counts less than the memory's own word would.
-    own = hits(with_bridge, user, exact, "keyword")
-    assert own[0][0] == expected and 0.0 < found[0][1] < own[0][1]
+    # The store finds the translation at half the weight of the memory's own word, and
+    # the score reads it at the scale of an exact match: labelled as the word would be.
+    bridged = search(with_bridge, user, query, mode="keyword", as_of=AS_OF, explain=True)[0]
+    own = search(with_bridge, user, exact, mode="keyword", as_of=AS_OF, explain=True)[0]
+    assert own["memory"]["content"] == expected
+    assert bridged["explanation"]["keyword"] == pytest.approx(
+        BRIDGE_WEIGHT * own["explanation"]["keyword"], rel=1e-4)
+    assert bridged["score"] == pytest.approx(own["score"], abs=1e-4)
