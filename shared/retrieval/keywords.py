@@ -20,6 +20,7 @@ from functools import lru_cache
 import snowballstemmer
 
 from memoryd.embeddings.parts import split_parts
+from memoryd.retrieval.query_text import read_query
 
 _WORD = re.compile(r"[0-9a-z]+(?:['’][a-z]+)?|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
@@ -222,9 +223,14 @@ def query_keyword_vector(
         # Imported here: the bridge reads this module's tokens (no import cycle at load).
         from memoryd.retrieval.bridge import bridged_terms
 
+        # What was said is translated, not who said it: an excerpt's speaker labels
+        # ("<Assistant>:") are layout, and "assistant" would bridge to 帮助 "help".
+        # (`current` is a turn without its label already.)
+        said = tokenize("\n".join(read_query(text).lines))
         bridged = {token_id(t): BRIDGE_WEIGHT * EARLIER_TURN_WEIGHT
-                   for t in bridged_terms(tokens)}
-        bridged.update((token_id(t), BRIDGE_WEIGHT) for t in bridged_terms(now)
+                   for t in bridged_terms(said)}
+        bridged.update((token_id(t), BRIDGE_WEIGHT)
+                       for t in bridged_terms(said if current is None else now)
                        if token_id(t) in bridged)
         for i, w in bridged.items():
             weights.setdefault(i, w)

@@ -116,6 +116,18 @@ def test_a_bridged_term_of_earlier_lines_only_weighs_less_again() -> None:
     assert weights[token_id("猫")] == EARLIER_TURN_WEIGHT
 
 
+def test_speaker_labels_are_not_translated() -> None:
+    # "Assistant" would bridge to 帮助 "help"; the label keeps its exact term, as before.
+    excerpt = '<Lisa>:"我喜欢蛋糕"\n<Assistant>:"巧克力蛋糕啊"\n<Lisa>:"我和爷爷做过"'
+    vector = query_keyword_vector(excerpt, "我和爷爷做过", bridge=True)
+    assert vector is not None
+    weights = dict(zip(*vector, strict=True))
+    assert set(chinese_terms(stem("assistant"))) & {"帮助", "助理"}
+    assert not {token_id(t) for t in chinese_terms(stem("assistant"))} & set(weights)
+    assert weights[token_id(stem("assistant"))] == EARLIER_TURN_WEIGHT
+    assert weights[token_id("cake")] == BRIDGE_WEIGHT * EARLIER_TURN_WEIGHT
+
+
 def test_without_the_bridge_the_query_vector_is_as_before() -> None:
     for text, current in (("I like cats", None), ("我喜欢猫\n医生", "医生")):
         tokens = tokenize(text)
