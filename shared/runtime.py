@@ -31,6 +31,7 @@ from memoryd.platform.settings import Settings
 from memoryd.platform.text_pace import TextPacer
 from memoryd.proxy.upstream import Upstream
 from memoryd.retrieval.access import AccessCounter
+from memoryd.retrieval.bridge import lexicon
 from memoryd.retrieval.keywords import BRIDGE_WEIGHT
 from memoryd.retrieval.rerank import HttpReranker
 from memoryd.retrieval.scoring import Weights
@@ -190,6 +191,8 @@ def settle_for_serving(rt: Runtime) -> None:
         embedder.warm_up()
     finally:
         embedder.close()  # a remote model's client; an in-process model stays loaded
+    if rt.settings.search_bridge:
+        lexicon()  # the keyword bridge's index (~3 s of CPU), else the first search's wait
     # Everything built so far lives as long as the process: frozen, it is out of the cyclic
     # collector's sight, whose full passes over it would pause searches (docs/decisions/).
     gc.freeze()
