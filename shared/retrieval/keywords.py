@@ -20,6 +20,7 @@ from functools import lru_cache
 import snowballstemmer
 
 from memoryd.embeddings.parts import split_parts
+from memoryd.retrieval.query_text import read_query
 
 _WORD = re.compile(r"[0-9a-z]+(?:['’][a-z]+)?|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
@@ -63,6 +64,33 @@ def _cut_short(text: str) -> tuple[str, ...]:
     return tuple(t for t in _segmenter()(text, True) if t.strip())
 
 
+def in_dictionary(word: str) -> bool:
+    """Whether the segmenter's dictionary holds the word (a cheap look-up, no cut)."""
+    import rjieba
+
+    return bool(rjieba.has_word(word))
+
+
+def dictionary_parts(word: str) -> list[str]:
+    """The shorter dictionary words inside a Chinese word (jieba's search-mode cut, which
+    may overlap: 放风筝 → 放风, 风筝), the word itself left out."""
+    import rjieba
+
+    return [p for p in rjieba.cut_for_search(word, True) if p != word and p.strip()]
+
+
+@lru_cache(maxsize=65536)
+def whole_word_frequency(word: str) -> int | None:
+    """A Chinese word's frequency in the segmenter's dictionary when the segmenter keeps it
+    whole (so it can be a stored token), else None (shared/retrieval/bridge.py ranks
+    translations by it)."""
+    import rjieba
+
+    if not rjieba.has_word(word) or _cut(word) != (word,):
+        return None
+    return int(rjieba.suggest_freq(word))
+
+
 # A snowball stemmer keeps the word it works on in the object: one shared by threads (the
 # gateway's search threads, the worker's) raises IndexError in searches and can return
 # another thread's stem, which a write would then store. One stemmer a thread.
@@ -89,6 +117,20 @@ def tokenize(text: str) -> list[str]:
         else:
             tokens.extend(_read_piece(piece))
     return tokens
+
+
+def latin_words(text: str) -> list[str]:
+    """The Latin-script words `tokenize` keeps, before stemming (`stem` makes them tokens):
+    for dictionary glosses, which are read in bulk and stemmed only when a query needs
+    them (shared/retrieval/bridge.py)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    words = (p.replace("’", "'") for p in _WORD.findall(folded) if p[0].isascii())
+    return [w for w in words if w not in STOPWORDS]
+
+
+def stem(word: str) -> str:
+    """A Latin word's token, as `tokenize` makes it."""
+    return _stem(word)
 
 
 # Words and short Chinese runs recur within a text and across texts: each is read once and
@@ -151,20 +193,46 @@ def keyword_vector(text: str) -> tuple[list[int], list[float]] | None:
 # Terms found only in an excerpt's earlier lines: half a current-turn term, the same 2:1 as
 # the dense side (docs/retrieval.md, Chinese).
 EARLIER_TURN_WEIGHT = 0.5
+# A term bridged from the query's other script (shared/retrieval/bridge.py) weighs half an
+# exact one: it is a dictionary's guess at the word a memory in the other language would
+# use (one of up to three senses or synonyms), so a memory that holds the query's own
+# word outranks one that holds only a translation of it. Monolingual searches are unmoved:
+# the score is a sum over matched terms, and a term of the other script matches nothing
+# (docs/decisions/0030-cross-lingual-keyword-bridge.md).
+BRIDGE_WEIGHT = 0.5
 
 
 def query_keyword_vector(
-    text: str, current: str | None = None
+    text: str, current: str | None = None, *, bridge: bool = False,
 ) -> tuple[list[int], list[float]] | None:
     """A query's terms, each once: the score is then the sum of matched terms' BM25 × IDF.
 
     With `current` (a conversation excerpt's current turn), terms found only in the earlier
     lines count half, as the dense side counts the current turn twice (docs/retrieval.md).
+    With `bridge`, the query's words in the other script are added at `BRIDGE_WEIGHT` (times
+    the earlier lines' half for a word found only there); a term the query holds as it is
+    keeps its own weight.
     """
-    ids = sorted({token_id(t) for t in tokenize(text)})
-    if not ids:
+    tokens = tokenize(text)
+    now = tokens if current is None else tokenize(current)
+    weights = {token_id(t): EARLIER_TURN_WEIGHT for t in tokens}
+    weights.update((token_id(t), 1.0) for t in now if token_id(t) in weights)
+    if not weights:
         return None
-    if current is None:
-        return ids, [1.0] * len(ids)
-    now = {token_id(t) for t in tokenize(current)}
-    return ids, [1.0 if i in now else EARLIER_TURN_WEIGHT for i in ids]
+    if bridge:
+        # Imported here: the bridge reads this module's tokens (no import cycle at load).
+        from memoryd.retrieval.bridge import bridged_terms
+
+        # What was said is translated, not who said it: an excerpt's speaker labels
+        # ("<Assistant>:") are layout, and "assistant" would bridge to 帮助 "help".
+        # (`current` is a turn without its label already.)
+        said = tokenize("\n".join(read_query(text).lines))
+        bridged = {token_id(t): BRIDGE_WEIGHT * EARLIER_TURN_WEIGHT
+                   for t in bridged_terms(said)}
+        bridged.update((token_id(t), BRIDGE_WEIGHT)
+                       for t in bridged_terms(said if current is None else now)
+                       if token_id(t) in bridged)
+        for i, w in bridged.items():
+            weights.setdefault(i, w)
+    ids = sorted(weights)
+    return ids, [weights[i] for i in ids]
