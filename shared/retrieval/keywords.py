@@ -227,12 +227,10 @@ def query_keyword_vector(
         # ("<Assistant>:") are layout, and "assistant" would bridge to 帮助 "help".
         # (`current` is a turn without its label already.)
         said = tokenize("\n".join(read_query(text).lines))
-        bridged = {token_id(t): BRIDGE_WEIGHT * EARLIER_TURN_WEIGHT
-                   for t in bridged_terms(said)}
-        bridged.update((token_id(t), BRIDGE_WEIGHT)
-                       for t in bridged_terms(said if current is None else now)
-                       if token_id(t) in bridged)
-        for i, w in bridged.items():
-            weights.setdefault(i, w)
+        in_turn = None if current is None else set(bridged_terms(now))
+        for t in bridged_terms(said):
+            earlier = in_turn is not None and t not in in_turn
+            weights.setdefault(token_id(t),
+                               BRIDGE_WEIGHT * (EARLIER_TURN_WEIGHT if earlier else 1.0))
     ids = sorted(weights)
     return ids, [weights[i] for i in ids]
