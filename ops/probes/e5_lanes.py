@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memoryd.embeddings.e5.lanes import ModelLanes
-from memoryd.embeddings.local import _E5_LANES, _E5_MODEL, E5Embedder
+from memoryd.embeddings.e5.lanes import ModelLanes, openmp_team_setter
+from memoryd.embeddings.local import E5Embedder, e5_model
 from memoryd.embeddings.parts import embed_memories, split_parts, within_budget
 from ops.bench.fairness import long_turn
 
@@ -33,12 +33,12 @@ CALLERS = 4
 
 def passage_ms(embedder: E5Embedder, repeats: int) -> dict[str, Any]:
     """Median milliseconds of one passage and of four, on teams of one and two threads."""
-    lanes, model = _E5_LANES.get(), _E5_MODEL.get()
+    model = e5_model()  # timed directly on this thread, whose team size is set here
     parts = within_budget(embedder, split_parts(long_turn(5, 1, 12)))
     first = parts[0]
     figures: dict[str, Any] = {"passage_tokens": int(embedder.count_tokens(first)),
                                "quick_tokens": ModelLanes.QUICK_TOKENS}
-    set_threads = lanes._set_threads  # the lanes' own OpenMP team setter, None without one
+    set_threads = openmp_team_setter()  # what the lanes use; None without one libgomp
     for threads in (1, 2):
         if set_threads is None and threads == 2:
             break
