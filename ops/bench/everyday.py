@@ -115,8 +115,28 @@ def summary(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             for pair, g in sorted(groups.items(), key=lambda kv: (kv[0] == "all", kv[0]))]
 
 
+def load_probe(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """The probe's users and turns, or ValueError naming what is wrong: at least two users
+    (a statement is also asked of the other), each turn a `say` and a `reply`, a statement
+    (a turn with an `id`) also its `en` and `zh` questions."""
+    try:
+        users = json.loads(path.read_text(encoding="utf-8"))["users"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"not a probe file ({type(exc).__name__}: {exc})") from None
+    if not isinstance(users, dict) or len(users) < 2:
+        raise ValueError("'users' must map at least two user ids to their turns")
+    for user, turns in users.items():
+        for n, turn in enumerate(turns if isinstance(turns, list) else [None]):
+            wanted = ("say", "reply", *(("en", "zh") if isinstance(turn, dict)
+                                        and "id" in turn else ()))
+            if not isinstance(turn, dict) or not all(
+                    isinstance(turn.get(k), str) and turn[k].strip() for k in wanted):
+                raise ValueError(f"users.{user}[{n}] needs non-empty {', '.join(wanted)}")
+    return users
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    users: dict[str, list[dict[str, Any]]] = json.loads(args.data.read_text())["users"]
+    users = args.users
     work = Path(tempfile.mkdtemp(prefix="bench-everyday-", dir=args.work_dir))
     try:
         env = {"MEMORYD_RATE_LIMIT_PER_S": "0"}
@@ -153,8 +173,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work-dir", type=Path, default=None, help="parent of the temp dir")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON report path")
     args = parser.parse_args(argv)
-    if not args.data.is_file():
-        parser.error(f"--data: no such file: {args.data}")
+    try:
+        args.users = load_probe(args.data)
+    except ValueError as exc:
+        parser.error(f"--data {args.data}: {exc}")
     drop_memoryd_environment()
     report = run(args)
     print_report(report)

@@ -51,3 +51,19 @@ def test_everyday_probe_refuses_a_missing_file(tmp_path: Path) -> None:
                            str(tmp_path / "nope.json")], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 2 and "--data" in proc.stderr
+
+
+def test_everyday_probe_names_what_a_malformed_probe_lacks(tmp_path: Path) -> None:
+    """Refused before any stack starts, the flag and the bad entry named."""
+    one_user = {"users": {"u": [{"say": "hi", "reply": "hello"}]}}
+    no_question = {"users": {**PROBE["users"], "u-zh": [{"id": "z1", "say": "x", "reply": "y",
+                                                         "en": "q?"}]}}
+    for body, named in (("{not json", "not a probe file"), (json.dumps(one_user), "two user"),
+                        (json.dumps(no_question), "users.u-zh[0] needs non-empty say, "
+                                                  "reply, en, zh")):
+        data = tmp_path / "probe.json"
+        data.write_text(body, encoding="utf-8")
+        proc = subprocess.run([sys.executable, "-m", "ops.bench.everyday", "--data", str(data)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, proc.stderr
+        assert "--data" in proc.stderr and named in proc.stderr, proc.stderr
