@@ -192,7 +192,7 @@ def settle_for_serving(rt: Runtime) -> None:
     finally:
         embedder.close()  # a remote model's client; an in-process model stays loaded
     if rt.settings.search_bridge:
-        lexicon()  # the keyword bridge's index (~3 s of CPU), else the first search's wait
+        lexicon()  # the keyword bridge's index (loaded or built), else the first search waits
     # Everything built so far lives as long as the process: frozen, it is out of the cyclic
     # collector's sight, whose full passes over it would pause searches (docs/decisions/).
     gc.freeze()
