@@ -31,6 +31,8 @@ from memoryd.platform.settings import Settings
 from memoryd.platform.text_pace import TextPacer
 from memoryd.proxy.upstream import Upstream
 from memoryd.retrieval.access import AccessCounter
+from memoryd.retrieval.bridge import lexicon
+from memoryd.retrieval.keywords import BRIDGE_WEIGHT
 from memoryd.retrieval.rerank import HttpReranker
 from memoryd.retrieval.scoring import Weights
 from memoryd.store import make_store
@@ -134,6 +136,7 @@ class Runtime:
             half_life_days=s.search_half_life_days,
             rrf_k=s.search_rrf_k, fusion=s.search_fusion,
             neighbour=s.search_neighbour_weight, context_hits=s.search_context_hits,
+            bridge=BRIDGE_WEIGHT if s.search_bridge else 1.0,
         )
 
     @property
@@ -188,6 +191,8 @@ def settle_for_serving(rt: Runtime) -> None:
         embedder.warm_up()
     finally:
         embedder.close()  # a remote model's client; an in-process model stays loaded
+    if rt.settings.search_bridge:
+        lexicon()  # the keyword bridge's index (loaded or built), else the first search waits
     # Everything built so far lives as long as the process: frozen, it is out of the cyclic
     # collector's sight, whose full passes over it would pause searches (docs/decisions/).
     gc.freeze()

@@ -174,6 +174,9 @@ def eval_(
     data: Annotated[Path | None, typer.Option(
         help="locomo: locomo10.json; longmemeval: longmemeval_s_*.json[.xz]")] = None,
     memory: Annotated[Path | None, typer.Option(help="madial: the memory archive")] = None,
+    odd_memory: Annotated[Path | None, typer.Option(
+        help="madial: the same memories in another language; their odd ids replace "
+             "--memory's (a mixed archive)")] = None,
     dialogue: Annotated[Path | None, typer.Option(help="madial: the dialogues")] = None,
     mode: Annotated[list[str] | None, typer.Option(
         help="dense|keyword|hybrid, repeatable or comma-separated (default hybrid)")] = None,
@@ -228,7 +231,7 @@ def eval_(
     try:
         options = EvalOptions(
             dataset=dataset, modes=parse_modes(mode or ["hybrid"]), data=data, memory=memory,
-            dialogue=dialogue, embedder=embedder, data_dir=data_dir,
+            odd_memory=odd_memory, dialogue=dialogue, embedder=embedder, data_dir=data_dir,
             limit_conversations=limit_conversations, limit_questions=limit_questions,
             as_of=parse_as_of(as_of), calibration=calibration,
             name=parse_name(name), long_turns=long_turns, per_category=per_category,

@@ -241,6 +241,19 @@ def freshness_block(data: Report) -> list[str]:
             "", f"Fresh searches that found their write: {found}."]
 
 
+def everyday_block(data: Report) -> list[str]:
+    """`python -m ops.bench.everyday`: the bilingual everyday-chat probe, by language pair."""
+    argv = ["python", "-m", "ops.bench.everyday"]
+    if data.get("embedder", "e5-small") != "e5-small":
+        argv += ["--embedder", str(data["embedder"])]
+    run = f" Run {data['date']}." if data.get("date") else ""
+    rows = [(r["pair"], str(r["questions"]), f"{r['in_block']:.3f}", str(r["empty_blocks"]),
+             f"{r['top_is_statement']:.3f}", f"{r['other_empty']:.3f}") for r in data["rows"]]
+    return [_command(argv), "", _machine(data.get("machine")) + run, "",
+            *_table(("said -> asked", "questions", "statement in block", "empty blocks",
+                     "statement is the search's top hit", "other user: empty block"), rows)]
+
+
 def _eval_argv(data: Report) -> list[str]:
     argv = ["memoryd", "eval", str(data["dataset"])]
     for name, path in data["inputs"].items():
@@ -417,7 +430,11 @@ SECTIONS = (
         "LoCoMo's question kinds. Latencies are client-side inside the eval process, which "
         "also runs the stack. `madial-en` is our English translation of MADial zh "
         "(`ops/bench/data/madial_en/`), `madial-cross` its English memories searched with the "
-        "Chinese dialogues. `locomo-long` is LoCoMo with each session's turns joined into "
+        "Chinese dialogues, `madial-cross-rev` the English dialogues against the Chinese "
+        "memories, `madial-mixed` and `madial-mixed-en` a mixed archive (`--odd-memory`: "
+        "even ids in Chinese, odd ids in English) searched with the Chinese and the English "
+        "dialogues (docs/decisions/0030-cross-lingual-keyword-bridge.md). `locomo-long` is "
+        "LoCoMo with each session's turns joined into "
         "long chat turns (`--long-turns`), where long memories are searched by their "
         "passages (docs/decisions/0024-long-memories-as-passages.md). `longmemeval` is the "
         "LongMemEval-S development half, every turn stored raw under its role and each "
@@ -451,6 +468,16 @@ SECTIONS = (
         "`memoryd eval longmemeval --data "
         "../shared/bench/longmemeval/longmemeval_s_dev36.json.xz --protocol chat` save them",
         _chat_evals),
+    Section(
+        "Everyday chat in two languages",
+        "memoryd's own small probe (`ops/bench/data/everyday/probe.json`, written for it and "
+        "never used to fit a setting): two users post everyday statements and small talk in "
+        "English and Chinese as a chat server does (default extraction, one interaction per "
+        "message and reply); each statement is then asked about in both languages through "
+        "`/v1/context` at its defaults, of its user and of the other user, who never said it. "
+        "Beside it: whether `/v1/search`'s top hit is the statement (or a fact drawn from it).",
+        "`python -m ops.bench.everyday` saves it",
+        _one("everyday.json", everyday_block)),
     Section(
         "Performance",
         "`python -m ops.bench` starts the embedded stack (`memoryd up`) as a subprocess and "

@@ -371,6 +371,13 @@ def main(argv: list[str] | None = None) -> int:
     opts = parser.parse_args(argv)
     if opts.server < 0:
         parser.error("--server: a number of workers, 0 for the embedded stack")
+    # A condition of no save has no p50, and an interaction of no message cannot be posted.
+    for flag, value, least in (("--saves", opts.saves, 1), ("--turns", opts.turns, 1),
+                               ("--sentences", opts.sentences, 1),
+                               ("--backfill", opts.backfill, 0),
+                               ("--unmarked", opts.unmarked, 0)):
+        if value < least:
+            parser.error(f"{flag} must be at least {least}; got {value}")
     opts.out = opts.out or (DEFAULT_SERVER_OUT if opts.server else DEFAULT_OUT)
     report = run(opts)
     opts.out.parent.mkdir(parents=True, exist_ok=True)

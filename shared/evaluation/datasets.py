@@ -261,6 +261,25 @@ def load_madial_memories(path: Path) -> list[MadialMemory]:
     return memories
 
 
+def mixed_madial_memories(
+    memories: Sequence[MadialMemory], odd: Sequence[MadialMemory],
+) -> list[MadialMemory]:
+    """A mixed archive: `memories` with each odd (numeric) id's memory taken from `odd`,
+    the same set in another language. An id `odd` lacks is refused: the two must be one
+    set."""
+    other = {(m.user_id, m.memory_id): m for m in odd}
+    mixed = []
+    for m in memories:
+        if m.memory_id.isdigit() and int(m.memory_id) % 2:
+            replacement = other.get((m.user_id, m.memory_id))
+            if replacement is None:
+                raise ValueError(f"memory {m.memory_id} of user {m.user_id} is not in the "
+                                 "odd-id archive")
+            m = replacement
+        mixed.append(m)
+    return mixed
+
+
 def madial_query(dialogue: Sequence[str], test_turns: Sequence[int], context: int = 3) -> str:
     """The `context` lines just before the first test turn, `<BOD>` left out, one per line."""
     first = min(int(t) for t in test_turns)

@@ -44,6 +44,9 @@ class EvalOptions:
     modes: list[str]
     data: Path | None = None
     memory: Path | None = None
+    # MADial: the same memories in another language, whose odd ids replace --memory's (a
+    # mixed archive: docs/decisions/0030-cross-lingual-keyword-bridge.md).
+    odd_memory: Path | None = None
     dialogue: Path | None = None
     embedder: str | None = None
     data_dir: Path | None = None
@@ -232,11 +235,19 @@ def _load_files(
         if options.memory is None or options.dialogue is None:
             raise EvalError("madial needs --memory <memory.json> and --dialogue <dialogue.json>")
         memories = ds.load_madial_memories(options.memory)
+        if options.odd_memory is not None:
+            try:
+                memories = ds.mixed_madial_memories(
+                    memories, ds.load_madial_memories(options.odd_memory))
+            except ValueError as exc:
+                raise EvalError(f"--odd-memory: {exc}") from exc
         known: dict[str, set[str]] = {}
         for m in memories:
             known.setdefault(m.user_id, set()).add(m.memory_id)
         qset = ds.load_madial_questions(options.dialogue, known)
         inputs = {"memory": str(options.memory), "dialogue": str(options.dialogue)}
+        if options.odd_memory is not None:
+            inputs["odd_memory"] = str(options.odd_memory)
         return ds.madial_corpus(memories, max_messages), qset, inputs
     if options.dataset == "longmemeval":
         if options.data is None:

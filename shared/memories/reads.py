@@ -245,7 +245,8 @@ def gather(
             # Long memories' passages (shared/embeddings/parts.py): a long memory's dense
             # score is its best passage's, or its whole's where that is higher.
             queries.append(VectorQuery(PARTS, vector.tolist()))
-    keywords = (query_keyword_vector(req.query, current, own_counts(rp, owner))
+    keywords = (query_keyword_vector(req.query, current, own_counts(rp, owner),
+                                     bridge=rp.settings.search_bridge)
                 if req.mode is not SearchMode.DENSE else None)
     if keywords is not None:
         queries.append(VectorQuery(SPARSE, keywords))

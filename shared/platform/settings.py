@@ -131,6 +131,9 @@ class Settings(BaseSettings):
     search_access_flush_s: float = Field(30.0, gt=0, le=300)
     search_neighbour_weight: float = Field(0.2, ge=0, le=1)
     search_context_hits: int = Field(2, ge=0, le=10)
+    # Keyword search across Chinese and English: a query's words in the other script from
+    # the CC-CEDICT dictionary (shared/retrieval/bridge.py), weighted below exact words.
+    search_bridge: bool = True
     # How deep each ranked list (dense, keyword) goes at top_k 10, in proportion beyond: fewer
     # candidates are faster and recall less (docs/retrieval.md).
     search_depth: int = Field(100, ge=10, le=1000)

@@ -26,6 +26,7 @@ import snowballstemmer
 
 from memoryd.embeddings.parts import split_parts
 from memoryd.retrieval.bm25 import BM25_AVG_LEN, BM25_B, BM25_K1
+from memoryd.retrieval.query_text import read_query
 from memoryd.retrieval.reference_idf import REFERENCE_DOCS, bm25_idf, reference_docs, user_idf
 
 _WORD = re.compile(r"[0-9a-z]+(?:['’][a-z]+)?|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
@@ -70,6 +71,33 @@ def _cut_short(text: str) -> tuple[str, ...]:
     return tuple(t for t in _segmenter()(text, True) if t.strip())
 
 
+def in_dictionary(word: str) -> bool:
+    """Whether the segmenter's dictionary holds the word (a cheap look-up, no cut)."""
+    import rjieba
+
+    return bool(rjieba.has_word(word))
+
+
+def dictionary_parts(word: str) -> list[str]:
+    """The shorter dictionary words inside a Chinese word (jieba's search-mode cut, which
+    may overlap: 放风筝 → 放风, 风筝), the word itself left out."""
+    import rjieba
+
+    return [p for p in rjieba.cut_for_search(word, True) if p != word and p.strip()]
+
+
+@lru_cache(maxsize=65536)
+def whole_word_frequency(word: str) -> int | None:
+    """A Chinese word's frequency in the segmenter's dictionary when the segmenter keeps it
+    whole (so it can be a stored token), else None (shared/retrieval/bridge.py ranks
+    translations by it)."""
+    import rjieba
+
+    if not rjieba.has_word(word) or _cut(word) != (word,):
+        return None
+    return int(rjieba.suggest_freq(word))
+
+
 # A snowball stemmer keeps the word it works on in the object: one shared by threads (the
 # gateway's search threads, the worker's) raises IndexError in searches and can return
 # another thread's stem, which a write would then store. One stemmer a thread.
@@ -96,6 +124,20 @@ def tokenize(text: str) -> list[str]:
         else:
             tokens.extend(_read_piece(piece))
     return tokens
+
+
+def latin_words(text: str) -> list[str]:
+    """The Latin-script words `tokenize` keeps, before stemming (`stem` makes them tokens):
+    for dictionary glosses, which are read in bulk and stemmed only when a query needs
+    them (shared/retrieval/bridge.py)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    words = (p.replace("’", "'") for p in _WORD.findall(folded) if p[0].isascii())
+    return [w for w in words if w not in STOPWORDS]
+
+
+def stem(word: str) -> str:
+    """A Latin word's token, as `tokenize` makes it."""
+    return _stem(word)
 
 
 # Words and short Chinese runs recur within a text and across texts: each is read once and
@@ -169,6 +211,13 @@ def keyword_vector(text: str) -> tuple[list[int], list[float]] | None:
 # Terms found only in an excerpt's earlier lines: half a current-turn term, the same 2:1 as
 # the dense side (docs/retrieval.md, Chinese).
 EARLIER_TURN_WEIGHT = 0.5
+# A term bridged from the query's other script (shared/retrieval/bridge.py) weighs half an
+# exact one: it is a dictionary's guess at the word a memory in the other language would
+# use (one of up to three senses or synonyms), so a memory that holds the query's own
+# word outranks one that holds only a translation of it. Monolingual searches are unmoved:
+# the score is a sum over matched terms, and a term of the other script matches nothing
+# (docs/decisions/0030-cross-lingual-keyword-bridge.md).
+BRIDGE_WEIGHT = 0.5
 
 
 # How many of the user's memories holding a query term are counted (`OwnCounts`): enough to
@@ -182,7 +231,8 @@ OwnCounts = Callable[[list[int]], tuple[int, list[int]]]
 
 
 def query_keyword_vector(
-    text: str, current: str | None = None, own: OwnCounts | None = None,
+    text: str, current: str | None = None, own: OwnCounts | None = None, *,
+    bridge: bool = False,
 ) -> tuple[list[int], list[float]] | None:
     """A query's terms, each once, weighted by their IDF: the score is then the sum of
     matched terms' BM25 × IDF. The IDF is the fixed reference's (`reference_idf`), moved by
@@ -192,6 +242,9 @@ def query_keyword_vector(
 
     With `current` (a conversation excerpt's current turn), terms found only in the earlier
     lines count half, as the dense side counts the current turn twice (docs/retrieval.md).
+    With `bridge`, the query's words in the other script are added at `BRIDGE_WEIGHT` (times
+    the earlier lines' half for a word found only there); a term the query holds as it is
+    keeps its own weight.
     """
     reference: dict[int, float] = {}
     for surface, token in surface_tokens(text):
@@ -199,6 +252,28 @@ def query_keyword_vector(
         reference[i] = min(reference.get(i, math.inf), reference_docs(surface))
     if not reference:
         return None
+    now = None if current is None else {token_id(t) for t in tokenize(current)}
+    turn = {i: 1.0 if now is None or i in now else EARLIER_TURN_WEIGHT for i in reference}
+    if bridge:
+        # Imported here: the bridge reads this module's tokens (no import cycle at load).
+        from memoryd.retrieval.bridge import bridged_terms
+
+        # What was said is translated, not who said it: an excerpt's speaker labels
+        # ("<Assistant>:") are layout, and "assistant" would bridge to 帮助 "help".
+        # A translation is as rare as the word it translates: it takes that word's
+        # reference count (the rarest one's, if several words bridge to it), and the
+        # user's own count of the translation moves it as for any term.
+        said = surface_tokens("\n".join(read_query(text).lines))
+        in_turn = None if current is None else set(bridged_terms(tokenize(current)))
+        held = set(reference)
+        for surface, token in said:
+            for t in bridged_terms([token]):
+                i = token_id(t)
+                if i in held:
+                    continue  # the query holds the word itself: its own weight stands
+                earlier = in_turn is not None and t not in in_turn
+                turn[i] = BRIDGE_WEIGHT * (EARLIER_TURN_WEIGHT if earlier else 1.0)
+                reference[i] = min(reference.get(i, math.inf), reference_docs(surface))
     ids = sorted(reference)
     if own is None:
         idf = [bm25_idf(reference[i], REFERENCE_DOCS) for i in ids]
@@ -206,8 +281,4 @@ def query_keyword_vector(
         user_docs, holding = own(ids)
         idf = [user_idf(reference[i], user_docs, min(n, USER_COUNT_CAP))
                for i, n in zip(ids, holding, strict=True)]
-    if current is None:
-        return ids, idf
-    now = {token_id(t) for t in tokenize(current)}
-    return ids, [w * (1.0 if i in now else EARLIER_TURN_WEIGHT)
-                 for i, w in zip(ids, idf, strict=True)]
+    return ids, [w * turn[i] for i, w in zip(ids, idf, strict=True)]

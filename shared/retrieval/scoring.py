@@ -57,6 +57,9 @@ class Weights:
     neighbour: float = 0.2  # share of the best nearby turn's relevance a memory gains
     neighbour_span: int = 2  # how many turns away counts as nearby
     context_hits: int = 2  # the best hits that bring their next turn along
+    # The query weight of bridged terms (keywords.BRIDGE_WEIGHT; 1: no bridge): a memory in
+    # the other language than the query is matched through them (`bridge_scale`).
+    bridge: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,21 @@ def language_offset(query_cjk: float, memory_cjk: np.ndarray, embedder: str) -> 
     return np.asarray(np.nan_to_num(offset, nan=0.0))
 
 
+def bridge_scale(query_cjk: float, memory_cjk: np.ndarray, bridge: float) -> np.ndarray:
+    """Each candidate's keyword-score factor from the query's and the memory's languages.
+
+    A memory in the other language than the query matches it through the bridged terms
+    (shared/retrieval/bridge.py), which the query weighs `bridge`: its score is read at the
+    scale of exact matches (× 1 / `bridge`), so that a right cross-lingual hit is labelled
+    as a same-language one is; 1 within one language, in between for a mixed text, 1 for a
+    memory whose share is unknown. The lists' evidence still reads the scores as found, so
+    hybrid search leans less on a keyword list that found only translations.
+    """
+    q, m = chinese(query_cjk), chinese(memory_cjk)
+    across = q * (1 - m) + (1 - q) * m
+    return np.asarray(np.nan_to_num(1.0 / (1.0 - (1.0 - bridge) * across), nan=1.0))
+
+
 def dense_relevance(cosine: np.ndarray, embedder: str) -> np.ndarray:
     low, high = DENSE_CALIBRATION.get(embedder, DEFAULT_DENSE_CALIBRATION)
     return np.asarray(np.clip((cosine - low) / (high - low), 0.0, 1.0))
@@ -165,12 +183,17 @@ def relevance(
 ) -> np.ndarray:
     """Each candidate's relevance in [0, 1] for `mode`. The dense side is corrected for the
     languages of the query (`query_cjk`, its share of Chinese) and of each memory, so a
-    memory in either language competes on meaning; the lists' evidence is read on the
-    cosines as they are, which is what each list found."""
+    memory in either language competes on meaning, and so is the keyword side for the
+    bridge's weight (`bridge_scale`); the lists' evidence is read on the scores as they
+    are, which is what each list found."""
     seen = np.nan_to_num(dense_relevance(c.dense, embedder), nan=0.0)
     offset = language_offset(query_cjk, c.lists.fields[:, CJK], embedder)
     d = np.nan_to_num(dense_relevance(c.dense - offset, embedder), nan=0.0)
-    k = np.nan_to_num(keyword_relevance(c.keyword, w.keyword_half), nan=0.0)
+    found = np.nan_to_num(keyword_relevance(c.keyword, w.keyword_half), nan=0.0)
+    k = found
+    if w.bridge != 1.0:
+        scale = bridge_scale(query_cjk, c.lists.fields[:, CJK], w.bridge)
+        k = np.nan_to_num(keyword_relevance(c.keyword * scale, w.keyword_half), nan=0.0)
     if mode is SearchMode.DENSE:
         return np.asarray(d)
     if mode is SearchMode.KEYWORD:
@@ -180,7 +203,7 @@ def relevance(
         rrf = sum(np.where(rank > 0, 1.0 / (w.rrf_k + rank), 0.0)
                   for rank in (c.dense_rank, c.keyword_rank))
         return np.asarray(rrf / (2.0 / (w.rrf_k + 1)))
-    share = w.dense if w.fusion == "linear" else evidence_share(seen, k, w)
+    share = w.dense if w.fusion == "linear" else evidence_share(seen, found, w)
     return np.asarray(share * d + (1 - share) * k)
 
 

@@ -88,6 +88,13 @@ def write_reports(results: Path, scale: float) -> None:
                          "fresh_waited": lat, "fresh_job": lat, "fresh_found": 7,
                          "fresh_applied": 7} for mode in ("raw", "rules")},
     })
+    save("everyday.json", {
+        "embedder": "e5-small", "machine": MACHINE, "date": "2026-01-02T03:04:05+00:00",
+        "rows": [{"pair": "en -> zh", "questions": 10, "in_block": 0.3 * scale,
+                  "empty_blocks": 4, "top_is_statement": 0.5, "other_empty": 0.9},
+                 {"pair": "all", "questions": 40, "in_block": 0.45 * scale,
+                  "empty_blocks": 12, "top_is_statement": 0.775, "other_empty": 0.95}],
+    })
     save("eval-locomo-20260102T030405.json", {
         "dataset": "locomo", "embedder": "e5-small", "modes": ["dense", "hybrid"],
         "started_at": "2026-01-02T03:04:05+00:00", "as_of": None,
@@ -149,6 +156,8 @@ def test_the_page_shows_each_reports_figures_its_command_and_machine(tmp_path: P
     assert ("Command: `python -m ops.bench.fairness --backfill 300 --turns 4 --sentences 12 "
             "--saves 5`") in page
     assert "| dense | 9 | 0.432 | 0.543 | 20.5 / 25.5 |" in page
+    assert "| en -> zh | 10 | 0.300 | 4 | 0.500 | 0.900 |" in page
+    assert "Command: `python -m ops.bench.everyday`" in page
     assert "| rules | POST, then search every poll until found | 40.5 | 90.2 | 95.8 |" in page
     assert ("Command: `python -m ops.bench.freshness --n 7 --modes raw,rules "
             "--poll-ms 5`") in page
@@ -209,7 +218,8 @@ def test_only_the_reports_put_figures_on_the_page(tmp_path: Path) -> None:
     blocks = generated_blocks(empty)
     assert [source for source, _ in blocks] == [
         "bench-results/eval-<dataset>-<time>.json",
-        "bench-results/eval-chat-<set>-<time>.json", "bench-results/bench.json",
+        "bench-results/eval-chat-<set>-<time>.json", "bench-results/everyday.json",
+        "bench-results/bench.json",
         "bench-results/bench.json#peer", "bench-results/bench-1m.json",
         "bench-results/hostile.json",
         "bench-results/bench-waits.json", "bench-results/freshness.json",

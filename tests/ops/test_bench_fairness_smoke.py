@@ -54,3 +54,17 @@ def test_fairness_bench_in_server_mode(tmp_path: Path) -> None:
         assert store["requests"] > 0  # the workers wrote through the shared Qdrant
         assert 0 <= store["busy_share"] <= 1
     assert "still without the model" not in stderr  # every pool process was warmed
+
+
+def test_fairness_bench_refuses_counts_out_of_range(tmp_path: Path) -> None:
+    """A count that leaves a condition without a save, or a worker count below zero, is
+    refused before any stack starts: exit 2 naming the flag, no report written."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    for flag, value in (("--saves", "0"), ("--unmarked", "-1"), ("--server", "-1")):
+        out = tmp_path / "fairness.json"
+        proc = subprocess.run(
+            [sys.executable, "-m", "ops.bench.fairness", flag, value, "--out", str(out)],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, (flag, value, proc.stderr)
+        assert flag in proc.stderr.splitlines()[-1], proc.stderr
+        assert not out.exists()

@@ -21,6 +21,7 @@ from memoryd.retrieval.scoring import (
     Weights,
     boost_columns,
     boosts,
+    bridge_scale,
     calibrated,
     evidence_share,
     final_score,
@@ -109,6 +110,24 @@ def test_a_chinese_question_finds_an_english_memory_over_an_unrelated_chinese_on
     dense = relevance(c, SearchMode.DENSE, "e5-small", Weights(), query_cjk=1.0)
     assert dense[1] > dense[0]
     assert relevance(c, SearchMode.DENSE, "e5-small", Weights())[0] > dense[0]
+
+
+def test_keyword_scores_across_languages_are_read_at_the_scale_of_exact_matches() -> None:
+    # Chinese, half Chinese, English, unknown: a Chinese query reaches the English memory
+    # through bridged terms weighted 0.5, so its score counts double.
+    memory = np.array([1.0, 0.2, 0.0, np.nan])
+    assert bridge_scale(1.0, memory, 0.5).tolist() == pytest.approx([1.0, 4 / 3, 2.0, 1.0])
+    assert bridge_scale(0.0, memory, 0.5).tolist() == pytest.approx([2.0, 4 / 3, 1.0, 1.0])
+    assert bridge_scale(1.0, memory, 1.0).tolist() == [1.0] * 4  # no bridge, no scale
+    payloads = {"zh": {**WHEN, "cjk_share": 1.0}, "en": {**WHEN, "cjk_share": 0.0}}
+    c = candidates([("zh", 0.85), ("en", 0.85)], [("zh", 4.0), ("en", 2.0)], payloads)
+    bridged = relevance(c, SearchMode.KEYWORD, "e5-small", Weights(bridge=0.5), query_cjk=1.0)
+    assert bridged[0] == pytest.approx(bridged[1])  # 2.0 through translations = 4.0 exact
+    plain = relevance(c, SearchMode.KEYWORD, "e5-small", Weights(), query_cjk=1.0)
+    assert plain[0] == bridged[0] and plain[1] < bridged[1]  # same language: unchanged
+    # Hybrid evidence reads the keyword list as found: only the mix is rescaled.
+    both = relevance(c, SearchMode.HYBRID, "e5-small", Weights(bridge=0.5), query_cjk=1.0)
+    assert both[0] == relevance(c, SearchMode.HYBRID, "e5-small", Weights(), query_cjk=1.0)[0]
 
 
 def test_time_cues_boost_memories_in_the_window_and_the_newest() -> None:

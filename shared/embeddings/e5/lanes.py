@@ -86,7 +86,8 @@ class ModelLanes:
     # only one is open: calls stay narrow (see the module docstring).
     LOADED_FOR_S = 0.1
     # A session's documents run quick up to this many tokens: a save or a short chat turn
-    # (e5-small reads 128 tokens in about 0.15 s of one core); a long interaction's
+    # (e5-small reads 128 tokens in about 0.1-0.15 s of one core on the 2-core hosts we
+    # measured: `python -m ops.probes.e5_lanes`); a long interaction's
     # passages go to the background after its first.
     QUICK_TOKENS = 128.0
     # Background lanes this many nice levels below the quick ones (at most 19 in all): the
@@ -121,10 +122,11 @@ class ModelLanes:
         self._overlap_at = -math.inf  # when two sessions were last open at once
         self._started = False
 
-    @property
-    def _heap(self) -> list[tuple[int, int, _Call]]:
-        """The quick calls waiting (for tests and status)."""
-        return self._heaps[self.QUICK]
+    def waiting(self) -> tuple[int, int]:
+        """Calls waiting for a lane now: (quick, background)."""
+        with self._cond:
+            quick, background = map(len, self._heaps)
+            return quick, background
 
     @contextmanager
     def session(self) -> Iterator[None]:
@@ -200,8 +202,9 @@ class ModelLanes:
         heap = self._heaps[kind]
         return heap if heap and (lane == 0 or self._busy[kind][0]) else None
 
-    def _take(self, kind: int, lane: int) -> tuple[_Call, int]:
-        """The next call for this lane, and the team size to run it with."""
+    def _take(self, kind: int, lane: int) -> tuple[_Call, bool]:
+        """The next call for this lane, and whether nothing here keeps it from running wide
+        (the machine's load is read after, outside the lock: `_team`)."""
         with self._cond:
             while (source := self._source(kind, lane)) is None:
                 self._cond.wait()
@@ -214,20 +217,26 @@ class ModelLanes:
             # whose second thread waits for a core stalls at every barrier, so a call runs
             # wide only while the machine's runnable threads (this lane and the caller that
             # is about to wait for it among them) fit its cores.
-            wide = (kind == self.QUICK and lane == 0 and not self._loaded(queued=1)
-                    and self._runnable() <= self._wide)
+            may_widen = kind == self.QUICK and lane == 0 and not self._loaded(queued=1)
             _, _, call = heapq.heappop(source)
             self._busy[kind][lane] = True
             if any(self._heaps):
                 self._cond.notify_all()  # another lane may take the rest
-            return call, self._wide if wide else self._narrow
+            return call, may_widen
+
+    def _team(self, may_widen: bool) -> int:
+        """The team size of a call just taken: wide only when this process allows it and the
+        machine's runnable threads fit the cores (read here, not under the lanes' lock, so
+        no lane or caller waits on the read)."""
+        return self._wide if may_widen and self._runnable() <= self._wide else self._narrow
 
     def _serve(self, kind: int, lane: int, nice: int) -> None:
         name_native_thread(threading.current_thread().name)
         lower_thread_priority(nice)
         team = 0
         while True:
-            (fn, args, future), threads = self._take(kind, lane)
+            (fn, args, future), may_widen = self._take(kind, lane)
+            threads = self._team(may_widen)
             result: Any = None
             error: BaseException | None = None
             running = future.set_running_or_notify_cancel()

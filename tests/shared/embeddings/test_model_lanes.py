@@ -61,12 +61,12 @@ def test_a_query_overtakes_queued_documents_on_one_lane() -> None:
     assert started.wait(10)
     docs = threading.Thread(target=lanes.run, args=(ModelLanes.DOCUMENTS, record, "documents"))
     docs.start()
-    _wait_for(lambda: len(lanes._heap) == 1)
+    _wait_for(lambda: lanes.waiting() == (1, 0))
     results: list[str] = []
     query = threading.Thread(
         target=lambda: results.append(lanes.run(ModelLanes.QUERY, record, "query")))
     query.start()
-    _wait_for(lambda: len(lanes._heap) == 2)
+    _wait_for(lambda: lanes.waiting() == (2, 0))
     release.set()
     for thread in (first, docs, query):
         thread.join(10)

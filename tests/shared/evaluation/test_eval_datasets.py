@@ -125,6 +125,16 @@ def test_madial_files_with_string_and_integer_ids(tmp_path: Path) -> None:
     assert qset.unresolved_ids == ["1/7", "2/1"]
 
 
+def test_a_mixed_madial_archive_takes_odd_ids_from_the_other_language() -> None:
+    when = datetime(2023, 1, 1, tzinfo=UTC)
+    zh = [ds.MadialMemory(i, "1", f"中文{i}", when) for i in ("1", "2", "3", "4")]
+    en = [ds.MadialMemory(i, "1", f"english {i}", when) for i in ("1", "2", "3", "4")]
+    assert [m.event for m in ds.mixed_madial_memories(zh, en)] == [
+        "english 1", "中文2", "english 3", "中文4"]
+    with pytest.raises(ValueError, match="memory 3 of user 1"):
+        ds.mixed_madial_memories(zh, en[:2])
+
+
 def test_long_sessions_are_split_into_interactions_of_at_most_max_messages() -> None:
     turns = [{"speaker": "A", "dia_id": f"D1:{i}", "text": f"t{i}"} for i in range(1, 8)]
     sample = {"sample_id": "c", "qa": [], "conversation": {

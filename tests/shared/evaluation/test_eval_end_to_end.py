@@ -196,3 +196,34 @@ def test_madial_end_to_end(tmp_path: Path) -> None:
         # No user has more than three memories, so the top 5 holds every relevant one.
         assert result["overall"]["metrics"]["hit@5"] == 1.0
         assert result["rankings"]["dialogue-1"][0] == "45", result["mode"]
+
+
+def test_madial_mixed_archive_end_to_end(tmp_path: Path) -> None:
+    # The same set with the odd ids in English: the Chinese question about the mango ice
+    # cream (memory 4, Chinese) and the one about Lisa's puppy (memory 45, English).
+    memory, dialogue = madial_files(tmp_path)
+    english = tmp_path / "memory-en.json"
+    english.write_text("".join(
+        json.dumps({mid: {"time": t, "event": event, "user-id": user, "id": mid}}) + "\n"
+        for mid, user, t, event in [
+            ("1", 1, "2023-12-25", "Bart danced at the Christmas party and felt happy."),
+            ("3", 1, "2023-03-07", "Bart won the boys' 100-meter race at school."),
+            ("4", 1, "2023-05-15", "Bart tried mango ice cream at a new shop."),
+            ("41", 2, "2023-02-01", "Lisa learned to ride a bicycle and felt proud."),
+            ("45", 2, "2023-06-09", "Lisa's puppy got sick and she was sad."),
+        ]), "utf-8")
+    out = tmp_path / "report.json"
+    done = run_eval(["madial", "--memory", str(memory), "--odd-memory", str(english),
+                     "--dialogue", str(dialogue), "--out", str(out), "--name", "mixed"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    assert report["inputs"]["odd_memory"] == str(english)
+    assert report["counts"]["memories"] == 5 and report["counts"]["questions_evaluated"] == 2
+    for result in report["results"]:
+        assert result["rankings"]["dialogue-0"][0] == "4", result["mode"]
+        assert result["rankings"]["dialogue-1"][0] == "45", result["mode"]
+    missing = english.read_text().splitlines()[:-1]
+    english.write_text("\n".join(missing) + "\n", "utf-8")
+    refused = run_eval(["madial", "--memory", str(memory), "--odd-memory", str(english),
+                        "--dialogue", str(dialogue)])
+    assert refused.returncode == 1 and "memory 45 of user 2" in refused.stdout
