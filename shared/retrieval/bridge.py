@@ -246,17 +246,26 @@ def lexicon() -> Lexicon:
 
 
 @lru_cache(maxsize=65536)
-def english_terms(head: str) -> tuple[str, ...]:
-    """A Chinese token's English keyword tokens (stems), best first. A word the dictionary
-    lacks (a compound such as 放风筝, "fly a kite") is read by the dictionary words inside
-    it, their first terms before their second ones, `MAX_TERMS` in all."""
+def english_words(head: str) -> tuple[tuple[str, str], ...]:
+    """A Chinese token's English keyword tokens (stems), best first, each with the gloss
+    word it was stemmed from (the first one, for a stem several glosses share). A word the
+    dictionary lacks (a compound such as 放风筝, "fly a kite") is read by the dictionary
+    words inside it, their first terms before their second ones, `MAX_TERMS` in all."""
     index = lexicon()
     words = index.english.get(head)
     if words is None:
         parts = [index.english.get(p, ()) for p in dictionary_parts(head)
                  if p not in STOPWORDS]
         words = tuple(w for rank in zip_longest(*parts) for w in rank if w is not None)
-    return tuple(dict.fromkeys(stem(w) for w in words))[:MAX_TERMS]
+    first: dict[str, str] = {}
+    for w in words:
+        first.setdefault(stem(w), w)
+    return tuple((term, word) for term, word in first.items())[:MAX_TERMS]
+
+
+def english_terms(head: str) -> tuple[str, ...]:
+    """A Chinese token's English keyword tokens (stems), best first (`english_words`)."""
+    return tuple(term for term, _ in english_words(head))
 
 
 @lru_cache(maxsize=65536)
@@ -277,11 +286,22 @@ def chinese_terms(token: str) -> tuple[str, ...]:
     return tuple(sorted(best, key=best.__getitem__)[:MAX_TERMS])
 
 
-def bridged_terms(tokens: Iterable[str]) -> list[str]:
-    """The cross-lingual terms of a query's keyword tokens (`keywords.tokenize`), each once:
-    English ones for its Chinese tokens, Chinese ones for its Latin-script tokens."""
-    out: dict[str, None] = {}
+def bridged_words(tokens: Iterable[str]) -> dict[str, str]:
+    """The cross-lingual terms of a query's keyword tokens (`keywords.tokenize`), each once
+    and in order, each with its surface word (a Chinese headword is its own; an English
+    stem's is its gloss word): English ones for its Chinese tokens, Chinese ones for its
+    Latin-script tokens. The surface word is what a word-frequency list knows it by."""
+    out: dict[str, str] = {}
     for token in dict.fromkeys(tokens):
-        for term in (english_terms(token) if _HAN.match(token) else chinese_terms(token)):
-            out[term] = None
-    return list(out)
+        if _HAN.match(token):
+            for term, word in english_words(token):
+                out.setdefault(term, word)
+        else:
+            for term in chinese_terms(token):
+                out.setdefault(term, term)
+    return out
+
+
+def bridged_terms(tokens: Iterable[str]) -> list[str]:
+    """The cross-lingual terms of a query's keyword tokens, each once (`bridged_words`)."""
+    return list(bridged_words(tokens))

@@ -256,24 +256,22 @@ def query_keyword_vector(
     turn = {i: 1.0 if now is None or i in now else EARLIER_TURN_WEIGHT for i in reference}
     if bridge:
         # Imported here: the bridge reads this module's tokens (no import cycle at load).
-        from memoryd.retrieval.bridge import bridged_terms
+        from memoryd.retrieval.bridge import bridged_words
 
         # What was said is translated, not who said it: an excerpt's speaker labels
         # ("<Assistant>:") are layout, and "assistant" would bridge to 帮助 "help".
-        # A translation is as rare as the word it translates: it takes that word's
-        # reference count (the rarest one's, if several words bridge to it), and the
-        # user's own count of the translation moves it as for any term.
-        said = surface_tokens("\n".join(read_query(text).lines))
-        in_turn = None if current is None else set(bridged_terms(tokenize(current)))
-        held = set(reference)
-        for surface, token in said:
-            for t in bridged_terms([token]):
-                i = token_id(t)
-                if i in held:
-                    continue  # the query holds the word itself: its own weight stands
-                earlier = in_turn is not None and t not in in_turn
-                turn[i] = BRIDGE_WEIGHT * (EARLIER_TURN_WEIGHT if earlier else 1.0)
-                reference[i] = min(reference.get(i, math.inf), reference_docs(surface))
+        # A translation is weighed by its own reference count, as the memory in the other
+        # language that holds it would be by an exact query: with `BRIDGE_WEIGHT` its score
+        # is then exactly half an exact match's, which `scoring.bridge_scale` reads back.
+        said = tokenize("\n".join(read_query(text).lines))
+        in_turn = None if current is None else set(bridged_words(tokenize(current)))
+        for t, surface in bridged_words(said).items():
+            i = token_id(t)
+            if i in reference:
+                continue  # the query holds the word itself: its own weight stands
+            earlier = in_turn is not None and t not in in_turn
+            turn[i] = BRIDGE_WEIGHT * (EARLIER_TURN_WEIGHT if earlier else 1.0)
+            reference[i] = reference_docs(surface)
     ids = sorted(reference)
     if own is None:
         idf = [bm25_idf(reference[i], REFERENCE_DOCS) for i in ids]
