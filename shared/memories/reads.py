@@ -30,7 +30,12 @@ from memoryd.records.schemas import (
     SearchResponse,
 )
 from memoryd.retrieval import scoring
-from memoryd.retrieval.keywords import USER_COUNT_CAP, OwnCounts, query_keyword_vector
+from memoryd.retrieval.keywords import (
+    USER_COUNT_CAP,
+    OwnCounts,
+    best_passage_score,
+    query_keyword_vector,
+)
 from memoryd.retrieval.query_text import read_query
 from memoryd.retrieval.rerank import HttpReranker
 from memoryd.retrieval.time_cues import TimeCues, read_time_cues
@@ -223,10 +228,12 @@ def find_memories(rp: ReadPath, owner: Owner, req: SearchRequest) -> Found:
 
 def gather(
     rp: ReadPath, owner: Owner, req: SearchRequest,
+    payloads: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[scoring.Candidates, list[Condition], np.ndarray | None]:
     """A search's candidates: each list the mode searches, to its depth, under the caller's
     filters (returned too, for the reads that follow), and the query vector (None in
-    keyword mode)."""
+    keyword mode). The payloads read on the way (the keyword list's head, for its long
+    memories' best passages) go into `payloads`, so the page does not read them again."""
     queries: list[VectorQuery] = []
     vector: np.ndarray | None = None
     text = read_query(req.query)
@@ -257,10 +264,47 @@ def gather(
     lists = rp.store.search_candidates(owner, conditions, queries, depth)
     if len(queries) > 1 and queries[1].using == PARTS:
         lists = with_parts_merged(lists, depth)
+    if keywords is not None:
+        settle = max(req.top_k, rp.weights.evidence_depth)
+        lists = with_best_passages(rp, owner, lists, dict(zip(*keywords, strict=True)), settle,
+                                   {} if payloads is None else payloads)
     candidates = scoring.Candidates.of(
         lists, 0 if req.mode is not SearchMode.KEYWORD else None,
         len(lists.lists) - 1 if keywords is not None else None)
     return candidates, conditions, vector
+
+
+def with_best_passages(
+    rp: ReadPath, owner: Owner, lists: RankedLists, query: dict[int, float], settle: int,
+    payloads: dict[str, dict[str, Any]],
+) -> RankedLists:
+    """The keyword list (last) with each long memory of its head scored by its single best
+    passage (`keywords.best_passage_score`), reordered. The store's score of a long memory
+    is an upper bound of that one, so the list is read from the top in batches of `settle`,
+    then twice as many each time, until `settle` of the scores read are known to be at
+    least every stored score below them: the head is then exact, and what lies below it
+    scores no higher than the head's last. A head of short memories settles in one read of
+    `settle` payloads, which the page then reuses (`payloads`)."""
+    ids, scores = lists.lists[-1]
+    exact = scores.astype(np.float64)
+    read, size = 0, settle
+    while read < len(ids):
+        batch = ids[read:read + size]
+        found = {p.id: p.payload for p in rp.store.get(owner, batch)}
+        payloads.update(found)
+        for offset, point_id in enumerate(batch):
+            content = found.get(point_id, {}).get("content")
+            best = best_passage_score(query, str(content)) if content else None
+            if best is not None:
+                exact[read + offset] = min(best, exact[read + offset])
+        read, size = read + len(batch), 2 * size
+        if read >= len(ids) or np.sort(exact[:read])[::-1][settle - 1] >= scores[read]:
+            break
+    if np.array_equal(exact, scores):
+        return lists
+    order = np.lexsort((np.arange(len(ids)), -exact))
+    ranked = ([ids[i] for i in order.tolist()], exact[order])
+    return RankedLists([*lists.lists[:-1], ranked], lists.ids, lists.fields, lists.threads)
 
 
 def own_counts(rp: ReadPath, owner: Owner) -> OwnCounts:
@@ -300,7 +344,10 @@ def _search(rp: ReadPath, owner: Owner, req: SearchRequest) -> Found:
     if req.rerank:
         _ = rp.reranker()  # refuse an unconfigured rerank before doing any work
     weights = rp.weights
-    candidates, conditions, vector = gather(rp, owner, req)
+    # Full payloads read so far (the keyword list's head, rerank texts, next turns): each
+    # point is read once.
+    payloads: dict[str, dict[str, Any]] = {}
+    candidates, conditions, vector = gather(rp, owner, req, payloads)
     as_of = req.as_of or utcnow()
     # The query's end holds its current turn; a bounded read keeps hostile text cheap.
     tail = read_query(req.query[-QUERY_TAIL_CHARS:])
@@ -320,8 +367,6 @@ def _search(rp: ReadPath, owner: Owner, req: SearchRequest) -> Found:
     head = max(rp.settings.rerank_depth, req.top_k) if req.rerank else req.top_k
     scored = best_candidates(candidates, final, rels, parts, head,
                              None if req.rerank else req.min_score)
-    # Full payloads read so far (rerank texts, next turns): each point is read once.
-    payloads: dict[str, dict[str, Any]] = {}
     if req.rerank:
         scored = reranked(rp, owner, req, scored, payloads)
         if req.min_score is not None:

@@ -208,6 +208,29 @@ def keyword_vector(text: str) -> tuple[list[int], list[float]] | None:
     return indices, [weights[i] for i in indices]
 
 
+def best_passage_score(query: dict[int, float], text: str) -> float | None:
+    """A long text's keyword score by its single best passage: the sum of the query's term
+    weights times each term's BM25 weight within one passage (`keyword_vector`'s passages),
+    at the passage where that sum is highest; None for a short text (one passage), whose
+    stored score is already that. The store scores a long memory by its terms' best weights
+    taken from any passage, an upper bound of this: matches scattered over several passages
+    of a long reply add up there, and outrank the one short turn that holds them all
+    (docs/decisions/0031-keywords-by-best-passage.md)."""
+    passages = passage_weights(text)
+    if passages is None:
+        return None
+    return max(sum(w * weights.get(i, 0.0) for i, w in query.items()) for weights in passages)
+
+
+@lru_cache(maxsize=2048)
+def passage_weights(text: str) -> tuple[dict[int, float], ...] | None:
+    """A long text's BM25 weights passage by passage; None for a short text. Cached: a
+    user's long memories come back search after search, and reading one costs ~1-5 ms
+    (about 11 KB held a text: ~22 MB full)."""
+    parts = split_parts(text)
+    return None if len(parts) < 2 else tuple(_bm25(tokenize(part)) for part in parts)
+
+
 # Terms found only in an excerpt's earlier lines: half a current-turn term, the same 2:1 as
 # the dense side (docs/retrieval.md, Chinese).
 EARLIER_TURN_WEIGHT = 0.5
