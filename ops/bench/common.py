@@ -54,6 +54,7 @@ def latency_summary(samples_s: Sequence[float]) -> dict[str, float]:
     return {
         "n": int(ms.size),
         "p50_ms": round(float(np.percentile(ms, 50)), 3),
+        "p95_ms": round(float(np.percentile(ms, 95)), 3),  # issue 30's bound is on p95
         "p99_ms": round(float(np.percentile(ms, 99)), 3),
         "mean_ms": round(float(ms.mean()), 3),
         "max_ms": round(float(ms.max()), 3),
