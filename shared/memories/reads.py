@@ -136,17 +136,17 @@ def _find(rp: ReadPath, owner: Owner, req: SearchRequest) -> Found:
     # 3. The store, once for all lists, under the caller's filters (built once, used by
     #    every read that follows).
     conditions = live_search_conditions(rp, owner, req)
-    found = candidates(rp, owner, conditions, vector, keywords,
-                       list_depth(rp.settings.search_depth, req.top_k))
+    pool = candidates(rp, owner, conditions, vector, keywords,
+                      list_depth(rp.settings.search_depth, req.top_k))
     # 4. Rank.
     as_of = req.as_of or utcnow()
     cues = read_time_cues(query.asks, as_of) if req.mode is SearchMode.HYBRID else None
-    ranked = scoring.rank(found, req.mode, rp.embedder_name, rp.weights, query.chinese,
+    ranked = scoring.rank(pool, req.mode, rp.embedder_name, rp.weights, query.chinese,
                           as_of, cues)
     # 5. The page. Records only for what can reach it: the reranker's head, else the page
     #    itself (the next turns added below come from the store, not from the candidates).
     head = max(rp.settings.rerank_depth, req.top_k) if req.rerank else req.top_k
-    scored = best_candidates(found, ranked.final, ranked.rels, ranked.parts, head,
+    scored = best_candidates(pool, ranked.final, ranked.rels, ranked.parts, head,
                              None if req.rerank else req.min_score)
     # Full payloads read so far (rerank texts, next turns): each point is read once.
     payloads: dict[str, dict[str, Any]] = {}
@@ -156,7 +156,7 @@ def _find(rp: ReadPath, owner: Owner, req: SearchRequest) -> Found:
             scored = [s for s in scored if s.final >= req.min_score]
     if req.mode is SearchMode.HYBRID and rp.weights.context_hits:
         scored = with_next_turns(rp, owner, conditions, scored, as_of, payloads, cues,
-                                 own_scores(found, ranked))
+                                 own_scores(pool, ranked))
         if req.min_score is not None:
             # A next turn is shown only when its own text earns `min_score`.
             scored = [s for s in scored if s.final >= req.min_score]
