@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from starlette.concurrency import run_in_threadpool
 
-from memoryd.api.deps import PrincipalDep, RuntimeDep, TenantDep, owner_of
+from memoryd.api.deps import PrincipalDep, RuntimeDep, TenantDep
+from memoryd.api.reading import answer_read
 from memoryd.api.responses import ERROR_RESPONSES
-from memoryd.api.waits import WaitsDep, read_your_writes
+from memoryd.api.waits import WaitsDep
 from memoryd.memories import context
 from memoryd.records.schemas import ContextRequest, ContextResponse, ErrorBody
 from memoryd.tenancy.limits import check_context
@@ -55,15 +55,7 @@ async def post_context(
     - **Read-your-writes**: `after_jobs` and `consistency: "fresh"` wait for writes before
       the block is built, as in `/v1/search`; `freshness` says whether they had all ended.
     """
-    check_context(req, rt.settings)
-    owner = owner_of(tenant, req.user_id)
-    # Read-your-writes: the awaited writes end (or the bound passes) before the read.
-    freshness = await read_your_writes(waits, principal.key_id, tenant, req.user_id, req)
-    # One worker-thread hop, as in /v1/search.
-    response = await run_in_threadpool(lambda: context.build_context(rt.read_path(), owner, req))
-    if response.items and rt.settings.search_record_access:
-        # Only what the model will read was used.
-        rt.access.note(owner, [item.memory.id for item in response.items])
-    if freshness is not None:
-        response.freshness = freshness
-    return response
+    # Only what the model will read was used.
+    return await answer_read(req, rt, tenant, principal, waits, check_context,
+                             context.build_context,
+                             lambda answer: [item.memory.id for item in answer.items])

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from starlette.concurrency import run_in_threadpool
 
-from memoryd.api.deps import PrincipalDep, RuntimeDep, TenantDep, owner_of
+from memoryd.api.deps import PrincipalDep, RuntimeDep, TenantDep
+from memoryd.api.reading import answer_read
 from memoryd.api.responses import ERROR_RESPONSES
-from memoryd.api.waits import WaitsDep, read_your_writes
+from memoryd.api.waits import WaitsDep
 from memoryd.memories import reads
 from memoryd.records.schemas import ErrorBody, SearchRequest, SearchResponse
 from memoryd.tenancy.limits import check_search
@@ -38,16 +38,5 @@ async def post_search(
     not. A failed job counts as ended (see `GET /v1/jobs/{id}`); an id that is not one of
     this tenant's jobs is reported pending at once, never waited for.
     """
-    check_search(req, rt.settings)
-    owner = owner_of(tenant, req.user_id)
-    # Read-your-writes: the awaited writes end (or the bound passes) before the read.
-    freshness = await read_your_writes(waits, principal.key_id, tenant, req.user_id, req)
-    # One worker-thread hop for the blocking part; an `async def` route also keeps FastAPI
-    # from validating the response in yet another thread.
-    response = await run_in_threadpool(lambda: reads.search(rt.read_path(), owner, req))
-    if response.results and rt.settings.search_record_access:
-        # A dict update here; Redis and the store see the counts once per window.
-        rt.access.note(owner, [h.memory.id for h in response.results])
-    if freshness is not None:
-        response.freshness = freshness
-    return response
+    return await answer_read(req, rt, tenant, principal, waits, check_search, reads.search,
+                             lambda answer: [h.memory.id for h in answer.results])

@@ -9,7 +9,7 @@
 
 `dump` ingests a set as `memoryd eval` does (the embedded stack, the HTTP write path) and
 keeps, for every question, the candidates a hybrid search weighs: each list's scores and
-ranks and the scoring fields (`memoryd.memories.reads.gather`). `score` then ranks those
+ranks and the scoring fields (steps 1-3 of `memoryd.memories.reads`' pass). `score` then ranks those
 candidates under each rule of `RULES` and prints recall per set, in seconds instead of an
 evaluation run per rule. It screens rules; `memoryd eval` measures the one kept (the next
 turns a hybrid page brings along are left out here). `part` fits the keyword half-point and
@@ -33,13 +33,13 @@ import numpy as np
 from memoryd.evaluation import datasets as ds
 from memoryd.evaluation.ingest import api_client, ingest, stored_keys
 from memoryd.evaluation.runner import EvalOptions, load_dataset, select_questions
-from memoryd.memories.reads import gather
+from memoryd.memories import reads
 from memoryd.platform.script_share import cjk_share
 from memoryd.platform.settings import Settings
 from memoryd.records.models import Owner
 from memoryd.records.schemas import SearchMode, SearchRequest
 from memoryd.retrieval import scoring
-from memoryd.retrieval.query_text import read_query
+from memoryd.retrieval.query_text import Query, read_query
 from memoryd.store.scoring_table import CJK, SEQ, THREAD, RankedLists, ThreadCodes
 
 
@@ -78,8 +78,14 @@ def dump(options: EvalOptions, out: Path) -> None:
         def candidates(q: ds.Question, user: str) -> Dumped:
             owner = Owner(tenant_id="eval", user_id=user)
             req = SearchRequest(user_id=user, query=q.query, top_k=10, mode=SearchMode.HYBRID)
+            query = Query.read(req.query)
             with rp.query_embedder.session():
-                c, _conds, _vector = gather(rp, owner, req)
+                c = reads.candidates(
+                    rp, owner, reads.live_search_conditions(rp, owner, req),
+                    reads.query_vector(rp, owner, req.mode, query),
+                    reads.keyword_query(rp, owner, query),
+                    reads.list_depth(rp.settings.search_depth, req.top_k),
+                    max(req.top_k, rp.weights.evidence_depth))
             return Dumped(q.qid, q.category, q.query, q.relevant if user == q.user_id else (),
                           [key_of[user].get(i, "") for i in c.ids], c.dense, c.keyword,
                           c.dense_rank, c.keyword_rank, c.lists.fields)

@@ -124,6 +124,8 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     parser.add_argument("--cached-n", type=int, default=300,
                         help="search: one-client searches re-asked with their query embedding "
                              "cached (0: skip)")
+    parser.add_argument("--search-mode", choices=("hybrid", "dense", "keyword"),
+                        default="hybrid", help="search: the mode every search asks for")
     parser.add_argument("--reuse-data", type=Path, default=None,
                         help="search: the search-<size> data dir a run with --keep-data left; "
                              "searched again instead of a new fill (one --sizes, matching it)")
@@ -186,7 +188,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         long_n=args.long_n,
         peer=peer_options(parser, args),
         extra_users=extra_users, extra_user_n=args.extra_user_n, reuse_data=args.reuse_data,
-        cached_n=args.cached_n,
+        cached_n=args.cached_n, search_mode=args.search_mode,
         extra_stack_env=tuple((pair[0], pair[1]) for pair in stack_env),
     )
 

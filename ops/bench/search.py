@@ -42,8 +42,9 @@ TOP_K = 10
 WARMUP_REQUESTS = 10
 
 
-def search_body(user_id: str, query: str) -> bytes:
-    return json.dumps({"user_id": user_id, "query": query, "top_k": TOP_K}).encode()
+def search_body(user_id: str, query: str, mode: str = "hybrid") -> bytes:
+    return json.dumps({"user_id": user_id, "query": query, "top_k": TOP_K,
+                       "mode": mode}).encode()
 
 
 @dataclass
@@ -67,9 +68,12 @@ class SearchRun:
         return out
 
 
-def run_searches(client: RawClient, jobs: Sequence[tuple[str, str]]) -> SearchRun:
-    """One search after another; the answers are read once the clock has stopped."""
-    bodies = [search_body(user_id, query) for user_id, query in jobs]
+def run_searches(
+    client: RawClient, jobs: Sequence[tuple[str, str]], mode: str = "hybrid",
+) -> SearchRun:
+    """One search after another (`mode`: the search mode asked for); the answers are read
+    once the clock has stopped."""
+    bodies = [search_body(user_id, query, mode) for user_id, query in jobs]
     answers: list[tuple[float, int, bytes]] = []
     started = time.perf_counter()
     for body in bodies:
@@ -89,7 +93,9 @@ def run_searches(client: RawClient, jobs: Sequence[tuple[str, str]]) -> SearchRu
     return run
 
 
-def run_concurrent(stack: Stack, jobs: Sequence[tuple[str, str]], clients: int) -> SearchRun:
+def run_concurrent(
+    stack: Stack, jobs: Sequence[tuple[str, str]], clients: int, mode: str = "hybrid",
+) -> SearchRun:
     shares = [list(jobs[i::clients]) for i in range(clients)]
     runs: list[SearchRun | None] = [None] * clients
     failures: list[BaseException] = []
@@ -101,7 +107,7 @@ def run_concurrent(stack: Stack, jobs: Sequence[tuple[str, str]], clients: int) 
                 # Open the connection before the clock starts: keep-alive is the steady state.
                 client.connect()
                 barrier.wait()
-                runs[slot] = run_searches(client, shares[slot])
+                runs[slot] = run_searches(client, shares[slot], mode)
         except BaseException as exc:  # reported after join; a thread cannot raise to main
             failures.append(exc)
             barrier.abort()
@@ -308,7 +314,7 @@ def run_search_phase(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, 
                 # The first queries load the query model in the gateway: never timed.
                 warm = [(user_name(i % users), f"warm-up query {i} about weekend plans")
                         for i in range(WARMUP_REQUESTS)]
-                warm_run = run_searches(client, warm)
+                warm_run = run_searches(client, warm, opts.search_mode)
                 if warm_run.errors:
                     raise RuntimeError(f"warm-up searches failed; log:\n{stack.log_tail()}")
                 if not all(warm_run.hits):
@@ -319,14 +325,15 @@ def run_search_phase(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, 
                     )
                 log(f"  one client: {len(one_jobs)} searches")
                 with stack.cpu_meter() as one_cpu:
-                    one = run_searches(client, one_jobs)
+                    one = run_searches(client, one_jobs, opts.search_mode)
                 cached: dict[str, Any] | None = None
                 if opts.cached_n:
                     # The same requests again: each query's embedding is in the gateway's
                     # query cache now, so took_ms is the store and the scoring alone.
                     log(f"  one client, query embeddings cached: {opts.cached_n} searches")
                     with stack.cpu_meter() as cached_cpu:
-                        cached_run = run_searches(client, one_jobs[:opts.cached_n])
+                        cached_run = run_searches(client, one_jobs[:opts.cached_n],
+                                                  opts.search_mode)
                     cached = {**cached_run.summary(), "cpu": cached_cpu.result}
                     cached.pop("throughput_req_per_s")
                 extra_runs = []
@@ -334,23 +341,23 @@ def run_search_phase(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, 
                     asked = extra_questions[k * opts.extra_user_n:(k + 1) * opts.extra_user_n]
                     log(f"  one client, the user with {count} memories: {len(asked)} searches")
                     extra_jobs = [(extra_user_name(count), q) for q in asked]
-                    extra_summary = run_searches(client, extra_jobs).summary()
+                    extra_summary = run_searches(client, extra_jobs, opts.search_mode).summary()
                     extra_summary.pop("throughput_req_per_s")
                     # Asked again: the embeddings cached, the store and scoring alone.
-                    extra_cached = run_searches(client, extra_jobs).summary()
+                    extra_cached = run_searches(client, extra_jobs, opts.search_mode).summary()
                     extra_cached.pop("throughput_req_per_s")
                     extra_runs.append({"memories": count, "user_id": extra_user_name(count),
                                        "one_client": extra_summary,
                                        "one_client_cached_query": extra_cached})
             log(f"  {opts.clients} clients: {len(many_jobs)} searches")
             with stack.cpu_meter() as many_cpu:
-                many = run_concurrent(stack, many_jobs, opts.clients)
+                many = run_concurrent(stack, many_jobs, opts.clients, opts.search_mode)
             empty: dict[str, Any] | None = None
             if empty_jobs:
                 log(f"  {opts.clients} clients, users with no memories: {len(empty_jobs)} "
                     "searches")
                 with stack.cpu_meter() as empty_cpu:
-                    empty_run = run_concurrent(stack, empty_jobs, opts.clients)
+                    empty_run = run_concurrent(stack, empty_jobs, opts.clients, opts.search_mode)
                 if any(empty_run.hits):
                     raise RuntimeError("searches for users with no memories found some")
                 empty = {**empty_run.summary(), "cpu": empty_cpu.result}
@@ -414,6 +421,7 @@ def run_search_phase(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, 
             "tenant": TENANT,
         },
         "queries": "distinct LoCoMo questions, never repeated within a stack; random user each",
+        "mode": opts.search_mode,
         "embedder_bound": probe,
         "sizes": results,
     }

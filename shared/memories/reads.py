@@ -18,7 +18,6 @@ from memoryd.embeddings import Embedder
 from memoryd.memories.conflicts import order_conflicts
 from memoryd.memories.retention import live_conditions
 from memoryd.platform.errors import InvalidInput, NotFound
-from memoryd.platform.script_share import cjk_share
 from memoryd.platform.settings import Settings
 from memoryd.records.models import MemoryKind, MemoryRecord, MemoryType, Owner, Scope, utcnow
 from memoryd.records.schemas import (
@@ -36,7 +35,7 @@ from memoryd.retrieval.keywords import (
     best_passage_score,
     query_keyword_vector,
 )
-from memoryd.retrieval.query_text import read_query
+from memoryd.retrieval.query_text import Query
 from memoryd.retrieval.rerank import HttpReranker
 from memoryd.retrieval.time_cues import TimeCues, read_time_cues
 from memoryd.store import DENSE, PARTS, SPARSE, RankedLists, Store, VectorQuery
@@ -97,113 +96,17 @@ def live_search_conditions(rp: ReadPath, owner: Owner, req: SearchRequest) -> li
     return [*search_conditions(req), *live_conditions(rp.settings, owner.tenant_id)]
 
 
-@dataclass
-class Scored:
-    id: str
-    final: float
-    lists: scoring.ListScores
-    rel: float
-    parts: dict[str, float]
-    place: tuple[str, int] | None  # (thread id, position in it)
-    context_of: str | None = None
-    rerank: float | None = None
-
-
-def with_next_turns(
-    rp: ReadPath,
-    owner: Owner,
-    conditions: Sequence[Condition],
-    scored: list[Scored],
-    as_of: datetime,
-    payloads: dict[str, dict[str, Any]],
-    cues: TimeCues | None = None,
-    own: dict[str, tuple[float, float]] | None = None,
-) -> list[Scored]:
-    """The turn after each of the best hits, placed right after it: the answer to a
-    question often follows the turn that matches it (measured: docs/retrieval.md). The
-    next turns' payloads go into `payloads`, so the page does not read them again.
-
-    A next turn is context of its hit (`context_of`), not a hit: it keeps the score its own
-    text earned (`own`: a candidate's final score and relevance), or 0 when it was no
-    candidate at all, so its label never borrows the hit's."""
-    top = [s for s in scored[: rp.weights.context_hits] if s.place is not None]
-    if not top:
-        return scored
-    wanted = OneOf(tuple(
-        AllOf((Match("thread_id", thread), Match("thread_seq", seq + 1)))
-        for thread, seq in (s.place for s in top if s.place is not None)
-    ))
-    found = rp.store.find(owner, [*conditions, wanted], limit=len(top))
-    payloads.update((p.id, p.payload) for p in found)
-    after = {(p.payload.get("thread_id"), p.payload.get("thread_seq")): p for p in found}
-    top_ids = {s.id for s in top}
-    out: list[Scored] = []
-    seen: set[str] = set()
-    for s in scored:
-        if s.id in seen:
-            continue
-        out.append(s)
-        seen.add(s.id)
-        if s.id not in top_ids or s.place is None:
-            continue
-        nxt = after.get((s.place[0], s.place[1] + 1))
-        if nxt is not None and nxt.id not in seen:
-            parts = scoring.boosts(nxt.payload, as_of, rp.weights, cues)
-            final, rel = (own or {}).get(nxt.id, (0.0, 0.0))
-            out.append(Scored(nxt.id, final, scoring.ListScores(), rel, parts,
-                              (s.place[0], s.place[1] + 1), context_of=s.id))
-            seen.add(nxt.id)
-    return out
-
-
-def reranked(
-    rp: ReadPath,
-    owner: Owner,
-    req: SearchRequest,
-    scored: list[Scored],
-    payloads: dict[str, dict[str, Any]],
-) -> list[Scored]:
-    """The best candidates reordered by the reranker, whose score replaces their relevance
-    (the recency, importance and access boosts still apply). Candidates below the reranked
-    head are dropped: their fused scores are not comparable with the reranked ones. The
-    head's payloads go into `payloads`."""
-    head = scored[: max(rp.settings.rerank_depth, req.top_k)]
-    found = rp.store.get(owner, [s.id for s in head])
-    payloads.update((p.id, p.payload) for p in found)
-    texts = {p.id: str(p.payload.get("content", "")) for p in found}
-    head = [s for s in head if s.id in texts]
-    scores = rp.reranker().scores(req.query, [texts[s.id] for s in head])
-    for item, score in zip(head, scores, strict=True):
-        item.rel = item.rerank = score
-        item.final = scoring.final_score(score, item.parts, rp.weights)
-    head.sort(key=lambda item: item.final, reverse=True)
-    return head
-
-
-def best_candidates(
-    c: scoring.Candidates, final: np.ndarray, rels: np.ndarray, parts: np.ndarray,
-    count: int, min_score: float | None,
-) -> list[Scored]:
-    """The `count` best candidates by final score, as records. Equal scores go by memory id,
-    so the same memories in any insertion order give the same ranking."""
-    order = np.lexsort((np.asarray(c.ids), -final))
-    if min_score is not None:
-        order = order[final[order] >= min_score]
-    return [
-        Scored(c.ids[i], float(final[i]), c.list_scores(i), float(rels[i]),
-               dict(zip(scoring.BOOSTS, map(float, parts[i]), strict=True)),
-               c.lists.thread_of(i))
-        for i in order[:count].tolist()
-    ]
-
-
-QUERY_TAIL_CHARS = 2000  # how much of a query's end is read for its language and time cues
-
-
-def list_depth(depth: int, top_k: int) -> int:
-    """Each ranked list's depth: `depth` at top_k 10 and below, in proportion above, so a
-    page is never deeper than its lists (the setting is at least 10)."""
-    return max(depth, top_k * depth // 10)
+# The read path of a search, top to bottom (docs/architecture.md, "Read path"):
+#   1. read the query once (`Query.read`);
+#   2. what each list searches by: the query vector (`query_vector`), the keyword vector
+#      (`keyword_query`, with the user's own term counts);
+#   3. the store, once for all lists (`candidates`), and the keyword list's head read
+#      on to score each long memory by its best passage (`with_best_passages`);
+#   4. rank (`scoring.rank`);
+#   5. the page: the best (`best_candidates`), reranked (`reranked`), each top hit's next
+#      turn (`with_next_turns`), then the page's records in one read (`page_hits`).
+# /v1/search answers with the hits; /v1/context writes its block from the same hits
+# (shared/memories/context.py).
 
 
 @dataclass(frozen=True)
@@ -223,55 +126,76 @@ def find_memories(rp: ReadPath, owner: Owner, req: SearchRequest) -> Found:
     # The whole search is one session of the query model: with concurrent searches, e5 runs
     # on narrow teams instead of spinning a wide one against the others' Python work.
     with rp.query_embedder.session():
-        return _search(rp, owner, req)
+        return _find(rp, owner, req)
 
 
-def gather(
-    rp: ReadPath, owner: Owner, req: SearchRequest,
-    payloads: dict[str, dict[str, Any]] | None = None,
-) -> tuple[scoring.Candidates, list[Condition], np.ndarray | None]:
-    """A search's candidates: each list the mode searches, to its depth, under the caller's
-    filters (returned too, for the reads that follow), and the query vector (None in
-    keyword mode). The payloads read on the way (the keyword list's head, for its long
-    memories' best passages) go into `payloads`, so the page does not read them again."""
-    queries: list[VectorQuery] = []
-    vector: np.ndarray | None = None
-    text = read_query(req.query)
-    # A multi-line query is a conversation excerpt: every mode weighs its current turn
-    # more (docs/retrieval.md), so the modes read the same query and share a calibration.
-    current = text.current if text.is_excerpt else None
-    if req.mode is not SearchMode.KEYWORD:
-        # Cached per tenant: a shared hit would show in took_ms (shared/embeddings/cache.py).
-        vector = rp.query_embedder.embed_query_for(owner.tenant_id, req.query)
-        if current is not None:
-            # The current turn counts twice (docs/retrieval.md).
-            vector = vector + rp.query_embedder.embed_query_for(owner.tenant_id, current)
-            vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
-        queries.append(VectorQuery(DENSE, vector.tolist()))
-        if rp.store.supports_parts:
-            # Long memories' passages (shared/embeddings/parts.py): a long memory's dense
-            # score is its best passage's, or its whole's where that is higher.
-            queries.append(VectorQuery(PARTS, vector.tolist()))
-    keywords = (query_keyword_vector(req.query, current, own_counts(rp, owner),
-                                     bridge=rp.settings.search_bridge)
+def _find(rp: ReadPath, owner: Owner, req: SearchRequest) -> Found:
+    started = time.perf_counter()
+    if req.rerank:
+        _ = rp.reranker()  # refuse an unconfigured rerank before doing any work
+    # 1. The query, read once.
+    query = Query.read(req.query)
+    # 2. What each list searches by.
+    vector = query_vector(rp, owner, req.mode, query)
+    keywords = (keyword_query(rp, owner, query)
                 if req.mode is not SearchMode.DENSE else None)
-    if keywords is not None:
-        queries.append(VectorQuery(SPARSE, keywords))
-    # Fusion, neighbours and rescoring reorder, so each list goes deeper than the page:
-    # see docs/decisions/0011-search-depth-100.md.
-    depth = list_depth(rp.settings.search_depth, req.top_k)
-    conditions = live_search_conditions(rp, owner, req)  # built once, used by every read
-    lists = rp.store.search_candidates(owner, conditions, queries, depth)
-    if len(queries) > 1 and queries[1].using == PARTS:
-        lists = with_parts_merged(lists, depth)
-    if keywords is not None:
-        settle = max(req.top_k, rp.weights.evidence_depth)
-        lists = with_best_passages(rp, owner, lists, dict(zip(*keywords, strict=True)), settle,
-                                   {} if payloads is None else payloads)
-    candidates = scoring.Candidates.of(
-        lists, 0 if req.mode is not SearchMode.KEYWORD else None,
-        len(lists.lists) - 1 if keywords is not None else None)
-    return candidates, conditions, vector
+    # 3. The store, once for all lists, under the caller's filters (built once, used by
+    #    every read that follows).
+    conditions = live_search_conditions(rp, owner, req)
+    # Full payloads read so far (the keyword list's head, rerank texts, next turns): each
+    # point is read once.
+    payloads: dict[str, dict[str, Any]] = {}
+    pool = candidates(rp, owner, conditions, vector, keywords,
+                      list_depth(rp.settings.search_depth, req.top_k),
+                      max(req.top_k, rp.weights.evidence_depth), payloads)
+    # 4. Rank.
+    as_of = req.as_of or utcnow()
+    cues = read_time_cues(query.asks, as_of) if req.mode is SearchMode.HYBRID else None
+    ranked = scoring.rank(pool, req.mode, rp.embedder_name, rp.weights, query.chinese,
+                          as_of, cues)
+    # 5. The page. Records only for what can reach it: the reranker's head, else the page
+    #    itself (the next turns added below come from the store, not from the candidates).
+    head = max(rp.settings.rerank_depth, req.top_k) if req.rerank else req.top_k
+    scored = best_candidates(pool, ranked.final, ranked.rels, ranked.parts, head,
+                             None if req.rerank else req.min_score)
+    if req.rerank:
+        scored = reranked(rp, owner, req, scored, payloads)
+        if req.min_score is not None:
+            scored = [s for s in scored if s.final >= req.min_score]
+    if req.mode is SearchMode.HYBRID and rp.weights.context_hits:
+        scored = with_next_turns(rp, owner, conditions, scored, as_of, payloads, cues,
+                                 own_scores(pool, ranked))
+        if req.min_score is not None:
+            # A next turn is shown only when its own text earns `min_score`.
+            scored = [s for s in scored if s.final >= req.min_score]
+    hits = page_hits(rp, owner, scored[: req.top_k], payloads, req.explain)
+    return Found(SearchResponse(results=hits,
+                                took_ms=round((time.perf_counter() - started) * 1000, 3)),
+                 vector)
+
+
+def query_vector(
+    rp: ReadPath, owner: Owner, mode: SearchMode, query: Query,
+) -> np.ndarray | None:
+    """The dense lists' query vector; None in keyword mode. An excerpt's current turn counts
+    twice (docs/retrieval.md), so every mode reads the same query and shares a calibration."""
+    if mode is SearchMode.KEYWORD:
+        return None
+    # Cached per tenant: a shared hit would show in took_ms (shared/embeddings/cache.py).
+    vector = rp.query_embedder.embed_query_for(owner.tenant_id, query.full)
+    if query.current is not None:
+        vector = vector + rp.query_embedder.embed_query_for(owner.tenant_id, query.current)
+        vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
+    return vector
+
+
+def keyword_query(
+    rp: ReadPath, owner: Owner, query: Query,
+) -> tuple[list[int], list[float]] | None:
+    """The keyword list's query vector (`keywords.query_keyword_vector`), weighted by the
+    user's own term counts; None when the query has no keyword."""
+    return query_keyword_vector(query.full, query.current, own_counts(rp, owner),
+                                bridge=rp.settings.search_bridge, said=query.said)
 
 
 def with_best_passages(
@@ -318,6 +242,42 @@ def own_counts(rp: ReadPath, owner: Owner) -> OwnCounts:
     return counts
 
 
+def list_depth(depth: int, top_k: int) -> int:
+    """Each ranked list's depth: `depth` at top_k 10 and below, in proportion above, so a
+    page is never deeper than its lists (the setting is at least 10)."""
+    return max(depth, top_k * depth // 10)
+
+
+def candidates(
+    rp: ReadPath, owner: Owner, conditions: Sequence[Condition], vector: np.ndarray | None,
+    keywords: tuple[list[int], list[float]] | None, depth: int, settle: int,
+    payloads: dict[str, dict[str, Any]] | None = None,
+) -> scoring.Candidates:
+    """A search's candidates, from one store call: the dense list (a long memory at its best
+    passage's score or its whole's, whichever is higher) when there is a vector, the keyword
+    list when there are keywords, each `depth` deep. Fusion, neighbours and rescoring
+    reorder, so each list goes deeper than the page: docs/decisions/0011-search-depth-100.md.
+    The keyword list's head (`settle` long) is then exact for long memories too
+    (`with_best_passages`), whose payload reads go into `payloads`."""
+    queries: list[VectorQuery] = []
+    if vector is not None:
+        queries.append(VectorQuery(DENSE, vector.tolist()))
+        if rp.store.supports_parts:
+            # Long memories' passages (shared/embeddings/parts.py).
+            queries.append(VectorQuery(PARTS, vector.tolist()))
+    if keywords is not None:
+        queries.append(VectorQuery(SPARSE, keywords))
+    lists = rp.store.search_candidates(owner, conditions, queries, depth)
+    if len(queries) > 1 and queries[1].using == PARTS:
+        lists = with_parts_merged(lists, depth)
+    if keywords is not None:
+        lists = with_best_passages(rp, owner, lists, dict(zip(*keywords, strict=True)), settle,
+                                   {} if payloads is None else payloads)
+    return scoring.Candidates.of(
+        lists, 0 if vector is not None else None,
+        len(lists.lists) - 1 if keywords is not None else None)
+
+
 def with_parts_merged(lists: RankedLists, depth: int) -> RankedLists:
     """The dense list (first) and the parts list (second) as one dense list: each memory
     at its higher score, best first, `depth` long. Candidates only the dropped tail held
@@ -339,46 +299,127 @@ def with_parts_merged(lists: RankedLists, depth: int) -> RankedLists:
     return RankedLists([merged, *rest], kept, lists.fields[rows], lists.threads)
 
 
-def _search(rp: ReadPath, owner: Owner, req: SearchRequest) -> Found:
-    started = time.perf_counter()
-    if req.rerank:
-        _ = rp.reranker()  # refuse an unconfigured rerank before doing any work
-    weights = rp.weights
-    # Full payloads read so far (the keyword list's head, rerank texts, next turns): each
-    # point is read once.
-    payloads: dict[str, dict[str, Any]] = {}
-    candidates, conditions, vector = gather(rp, owner, req, payloads)
-    as_of = req.as_of or utcnow()
-    # The query's end holds its current turn; a bounded read keeps hostile text cheap.
-    tail = read_query(req.query[-QUERY_TAIL_CHARS:])
-    # Speaker labels ("<Bart>:", "Assistant:") are layout, not the query's language.
-    chinese = cjk_share(" ".join(tail.lines))
-    rels = scoring.relevance(candidates, req.mode, rp.embedder_name, weights, chinese)
-    cues = None
-    if req.mode is SearchMode.HYBRID:
-        rels = scoring.smooth_by_neighbours(candidates, rels, weights)
-        # An excerpt's current turn asks; earlier lines ("我现在很开心") only tell.
-        cues = read_time_cues(tail.current, as_of)
-    rels = scoring.calibrated(rels, req.mode)
-    parts = scoring.boost_columns(candidates, as_of, weights, cues)
-    final = scoring.final_scores(rels, parts, weights)
-    # Records only for what can reach the page: the reranker's head, else the page itself
-    # (the next turns added below come from the store, not from the candidates).
-    head = max(rp.settings.rerank_depth, req.top_k) if req.rerank else req.top_k
-    scored = best_candidates(candidates, final, rels, parts, head,
-                             None if req.rerank else req.min_score)
-    if req.rerank:
-        scored = reranked(rp, owner, req, scored, payloads)
-        if req.min_score is not None:
-            scored = [s for s in scored if s.final >= req.min_score]
-    if req.mode is SearchMode.HYBRID and weights.context_hits:
-        own = {c: (float(final[i]), float(rels[i])) for i, c in enumerate(candidates.ids)}
-        scored = with_next_turns(rp, owner, conditions, scored, as_of, payloads, cues, own)
-        if req.min_score is not None:
-            # A next turn is shown only when its own text earns `min_score`.
-            scored = [s for s in scored if s.final >= req.min_score]
-    page = scored[: req.top_k]
-    # Candidates carry only what scoring reads; the rest of the page's records in one call.
+@dataclass
+class Scored:
+    id: str
+    final: float
+    lists: scoring.ListScores
+    rel: float
+    parts: dict[str, float]
+    place: tuple[str, int] | None  # (thread id, position in it)
+    context_of: str | None = None
+    rerank: float | None = None
+
+
+def best_candidates(
+    c: scoring.Candidates, final: np.ndarray, rels: np.ndarray, parts: np.ndarray,
+    count: int, min_score: float | None,
+) -> list[Scored]:
+    """The `count` best candidates by final score, as records. Equal scores go by memory id,
+    so the same memories in any insertion order give the same ranking."""
+    order = np.lexsort((np.asarray(c.ids), -final))
+    if min_score is not None:
+        order = order[final[order] >= min_score]
+    return [
+        Scored(c.ids[i], float(final[i]), c.list_scores(i), float(rels[i]),
+               dict(zip(scoring.BOOSTS, map(float, parts[i]), strict=True)),
+               c.lists.thread_of(i))
+        for i in order[:count].tolist()
+    ]
+
+
+def reranked(
+    rp: ReadPath,
+    owner: Owner,
+    req: SearchRequest,
+    scored: list[Scored],
+    payloads: dict[str, dict[str, Any]],
+) -> list[Scored]:
+    """The best candidates reordered by the reranker, whose score replaces their relevance
+    (the recency, importance and access boosts still apply). Candidates below the reranked
+    head are dropped: their fused scores are not comparable with the reranked ones. The
+    head's payloads go into `payloads`."""
+    head = scored[: max(rp.settings.rerank_depth, req.top_k)]
+    found = rp.store.get(owner, [s.id for s in head])
+    payloads.update((p.id, p.payload) for p in found)
+    texts = {p.id: str(p.payload.get("content", "")) for p in found}
+    head = [s for s in head if s.id in texts]
+    scores = rp.reranker().scores(req.query, [texts[s.id] for s in head])
+    for item, score in zip(head, scores, strict=True):
+        item.rel = item.rerank = score
+        item.final = scoring.final_score(score, item.parts, rp.weights)
+    head.sort(key=lambda item: item.final, reverse=True)
+    return head
+
+
+OwnScore = Callable[[str], tuple[float, float]]
+
+
+def own_scores(c: scoring.Candidates, ranked: scoring.Ranked) -> OwnScore:
+    """A point's final score and relevance as a candidate, (0, 0) when it was none: looked
+    up only for the few next turns that are found."""
+    def of(point_id: str) -> tuple[float, float]:
+        try:
+            i = c.ids.index(point_id)
+        except ValueError:
+            return 0.0, 0.0
+        return float(ranked.final[i]), float(ranked.rels[i])
+    return of
+
+
+def with_next_turns(
+    rp: ReadPath,
+    owner: Owner,
+    conditions: Sequence[Condition],
+    scored: list[Scored],
+    as_of: datetime,
+    payloads: dict[str, dict[str, Any]],
+    cues: TimeCues | None = None,
+    own: OwnScore | None = None,
+) -> list[Scored]:
+    """The turn after each of the best hits, placed right after it: the answer to a
+    question often follows the turn that matches it (measured: docs/retrieval.md). The
+    next turns' payloads go into `payloads`, so the page does not read them again.
+
+    A next turn is context of its hit (`context_of`), not a hit: it keeps the score its own
+    text earned (`own`: a candidate's final score and relevance), or 0 when it was no
+    candidate at all, so its label never borrows the hit's."""
+    top = [s for s in scored[: rp.weights.context_hits] if s.place is not None]
+    if not top:
+        return scored
+    wanted = OneOf(tuple(
+        AllOf((Match("thread_id", thread), Match("thread_seq", seq + 1)))
+        for thread, seq in (s.place for s in top if s.place is not None)
+    ))
+    found = rp.store.find(owner, [*conditions, wanted], limit=len(top))
+    payloads.update((p.id, p.payload) for p in found)
+    after = {(p.payload.get("thread_id"), p.payload.get("thread_seq")): p for p in found}
+    top_ids = {s.id for s in top}
+    out: list[Scored] = []
+    seen: set[str] = set()
+    for s in scored:
+        if s.id in seen:
+            continue
+        out.append(s)
+        seen.add(s.id)
+        if s.id not in top_ids or s.place is None:
+            continue
+        nxt = after.get((s.place[0], s.place[1] + 1))
+        if nxt is not None and nxt.id not in seen:
+            parts = scoring.boosts(nxt.payload, as_of, rp.weights, cues)
+            final, rel = own(nxt.id) if own is not None else (0.0, 0.0)
+            out.append(Scored(nxt.id, final, scoring.ListScores(), rel, parts,
+                              (s.place[0], s.place[1] + 1), context_of=s.id))
+            seen.add(nxt.id)
+    return out
+
+
+def page_hits(
+    rp: ReadPath, owner: Owner, page: list[Scored], payloads: dict[str, dict[str, Any]],
+    explain: bool,
+) -> list[SearchHit]:
+    """The page as search hits: candidates carry only what scoring reads, so the records
+    not read yet come in one store call; a memory gone since is left out."""
     missing = [s.id for s in page if s.id not in payloads]
     full = {**payloads, **{p.id: p.payload for p in rp.store.get(owner, missing)}}
     hits = [
@@ -387,16 +428,13 @@ def _search(rp: ReadPath, owner: Owner, req: SearchRequest) -> Found:
             score=round(s.final, 6), label=scoring.label(s.final),
             context_of=s.context_of,
             explanation=scoring.explanation(s.lists, s.rel, s.parts, s.final, s.rerank)
-            if req.explain
+            if explain
             else None,
         )
         for s in page
         if s.id in full
     ]
-    hits = order_conflicts(hits)
-    return Found(SearchResponse(results=hits,
-                                took_ms=round((time.perf_counter() - started) * 1000, 3)),
-                 vector)
+    return order_conflicts(hits)
 
 
 def get_memory(rp: ReadPath, owner: Owner, memory_id: str) -> MemoryRecord:

@@ -19,7 +19,7 @@ import threading
 import unicodedata
 import zlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 import snowballstemmer
@@ -255,7 +255,7 @@ OwnCounts = Callable[[list[int]], tuple[int, list[int]]]
 
 def query_keyword_vector(
     text: str, current: str | None = None, own: OwnCounts | None = None, *,
-    bridge: bool = False,
+    bridge: bool = False, said: Sequence[str] | None = None,
 ) -> tuple[list[int], list[float]] | None:
     """A query's terms, each once, weighted by their IDF: the score is then the sum of
     matched terms' BM25 × IDF. The IDF is the fixed reference's (`reference_idf`), moved by
@@ -267,7 +267,8 @@ def query_keyword_vector(
     lines count half, as the dense side counts the current turn twice (docs/retrieval.md).
     With `bridge`, the query's words in the other script are added at `BRIDGE_WEIGHT` (times
     the earlier lines' half for a word found only there); a term the query holds as it is
-    keeps its own weight.
+    keeps its own weight. `said`: the query's lines as search read them
+    (`query_text.Query.said`), so the bridge does not read the text again; None reads them.
     """
     reference: dict[int, float] = {}
     for surface, token in surface_tokens(text):
@@ -286,9 +287,10 @@ def query_keyword_vector(
         # A translation is weighed by its own reference count, as the memory in the other
         # language that holds it would be by an exact query: with `BRIDGE_WEIGHT` its score
         # is then exactly half an exact match's, which `scoring.bridge_scale` reads back.
-        said = tokenize("\n".join(read_query(text).lines))
+        lines = read_query(text).lines if said is None else said
+        said_tokens = tokenize("\n".join(lines))
         in_turn = None if current is None else set(bridged_words(tokenize(current)))
-        for t, surface in bridged_words(said).items():
+        for t, surface in bridged_words(said_tokens).items():
             i = token_id(t)
             if i in reference:
                 continue  # the query holds the word itself: its own weight stands

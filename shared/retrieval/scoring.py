@@ -186,16 +186,11 @@ def relevance(
     memory in either language competes on meaning, and so is the keyword side for the
     bridge's weight (`bridge_scale`); the lists' evidence is read on the scores as they
     are, which is what each list found."""
-    seen = np.nan_to_num(dense_relevance(c.dense, embedder), nan=0.0)
-    offset = language_offset(query_cjk, c.lists.fields[:, CJK], embedder)
-    d = np.nan_to_num(dense_relevance(c.dense - offset, embedder), nan=0.0)
-    found = np.nan_to_num(keyword_relevance(c.keyword, w.keyword_half), nan=0.0)
-    k = found
-    if w.bridge != 1.0:
-        scale = bridge_scale(query_cjk, c.lists.fields[:, CJK], w.bridge)
-        k = np.nan_to_num(keyword_relevance(c.keyword * scale, w.keyword_half), nan=0.0)
+    cjk = c.lists.fields[:, CJK]
     if mode is SearchMode.DENSE:
-        return np.asarray(d)
+        return _dense_side(c, embedder, query_cjk, cjk)
+    scale = None if w.bridge == 1.0 else bridge_scale(query_cjk, cjk, w.bridge)
+    k = _keyword_side(c.keyword if scale is None else c.keyword * scale, w)
     if mode is SearchMode.KEYWORD:
         return np.asarray(k)
     if w.fusion == "rrf":
@@ -203,8 +198,27 @@ def relevance(
         rrf = sum(np.where(rank > 0, 1.0 / (w.rrf_k + rank), 0.0)
                   for rank in (c.dense_rank, c.keyword_rank))
         return np.asarray(rrf / (2.0 / (w.rrf_k + 1)))
-    share = w.dense if w.fusion == "linear" else evidence_share(seen, found, w)
+    d = _dense_side(c, embedder, query_cjk, cjk)
+    if w.fusion == "linear":
+        share = w.dense
+    else:
+        # The lists testify with what they found: cosines and keyword scores uncorrected.
+        seen = np.nan_to_num(dense_relevance(c.dense, embedder), nan=0.0)
+        found = k if scale is None else _keyword_side(c.keyword, w)
+        share = evidence_share(seen, found, w)
     return np.asarray(share * d + (1 - share) * k)
+
+
+def _keyword_side(score: np.ndarray, w: Weights) -> np.ndarray:
+    return np.asarray(np.nan_to_num(keyword_relevance(score, w.keyword_half), nan=0.0))
+
+
+def _dense_side(
+    c: Candidates, embedder: str, query_cjk: float, memory_cjk: np.ndarray,
+) -> np.ndarray:
+    """Dense relevance with each cosine corrected for the two texts' languages."""
+    offset = language_offset(query_cjk, memory_cjk, embedder)
+    return np.asarray(np.nan_to_num(dense_relevance(c.dense - offset, embedder), nan=0.0))
 
 
 # Where a search's relevance becomes "about what was asked": per mode, the relevance at
@@ -275,6 +289,31 @@ def boost_columns(
     c: Candidates, as_of: datetime, w: Weights, cues: TimeCues | None = None,
 ) -> np.ndarray:
     return boost_rows(c.lists.fields, as_of, w, cues)
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One search's candidates ranked (row i is `Candidates.ids[i]`): calibrated relevance,
+    the boosts (columns in `BOOSTS` order) and the final score."""
+
+    rels: np.ndarray
+    parts: np.ndarray
+    final: np.ndarray
+
+
+def rank(
+    c: Candidates, mode: SearchMode, embedder: str, w: Weights, query_cjk: float,
+    as_of: datetime, cues: TimeCues | None,
+) -> Ranked:
+    """The whole of scoring, in order: relevance (`relevance`; hybrid: fused, then raised by
+    the thread's neighbours), calibrated to a score (`calibrated`), then lifted by the boosts
+    (`final_scores`). `cues`: the query's time cues (search reads them in hybrid mode)."""
+    rels = relevance(c, mode, embedder, w, query_cjk)
+    if mode is SearchMode.HYBRID:
+        rels = smooth_by_neighbours(c, rels, w)
+    rels = calibrated(rels, mode)
+    parts = boost_columns(c, as_of, w, cues)
+    return Ranked(rels, parts, final_scores(rels, parts, w))
 
 
 def final_scores(rels: np.ndarray, parts: np.ndarray, w: Weights) -> np.ndarray:

@@ -3,14 +3,16 @@ settings nor the stacks it starts."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 
 import pytest
 
 from memoryd.platform.settings import get_settings
-from ops.bench.common import drop_memoryd_environment, use_e5_engine
+from ops.bench.common import drop_memoryd_environment, latency_summary, use_e5_engine
 from ops.bench.run import parse_args
+from ops.bench.search import TOP_K, search_body
 
 
 @pytest.fixture
@@ -61,3 +63,19 @@ def test_the_engine_chosen_reaches_the_probe_and_the_stacks() -> None:
     assert get_settings().e5_engine == "prebuilt"  # the bench's own embedder
     with pytest.raises(SystemExit):
         parse_args(["--e5-engine", "fastest"])
+
+
+def test_the_search_mode_chosen_reaches_every_search_body() -> None:
+    assert parse_args([]).search_mode == "hybrid"
+    dense = parse_args(["--search-mode", "dense"])
+    assert dense.search_mode == "dense"
+    assert json.loads(search_body("u", "q?", dense.search_mode)) == {
+        "user_id": "u", "query": "q?", "top_k": TOP_K, "mode": "dense"}
+    with pytest.raises(SystemExit):
+        parse_args(["--search-mode", "fastest"])
+
+
+def test_latency_summaries_hold_the_p95() -> None:
+    summary = latency_summary([i / 1000 for i in range(1, 101)])
+    assert summary["p50_ms"] == pytest.approx(50.5)
+    assert summary["p95_ms"] == pytest.approx(95.05)

@@ -29,6 +29,7 @@ from memoryd.retrieval.keywords import (
     token_id,
     tokenize,
 )
+from memoryd.retrieval.query_text import Query
 from memoryd.retrieval.reference_idf import reference_idf
 
 LINES = [
@@ -145,6 +146,16 @@ def test_without_the_bridge_the_query_vector_is_as_before() -> None:
             ids, [idf[i] * (1.0 if i in now else EARLIER_TURN_WEIGHT) for i in ids])
     assert query_keyword_vector("the of and", bridge=True) is None
     assert bridged_terms([]) == []
+
+
+def test_the_lines_search_has_read_are_the_lines_the_bridge_would_read() -> None:
+    excerpt = '<Lisa>:"我喜欢蛋糕"\n<Assistant>:"巧克力蛋糕啊"\n<Lisa>:"我和爷爷做过 cake"'
+    query = Query.read(excerpt)
+    given = query_keyword_vector(excerpt, query.current, bridge=True, said=query.said)
+    assert given is not None and given == query_keyword_vector(excerpt, query.current,
+                                                               bridge=True)
+    plain = query_keyword_vector(excerpt, query.current)
+    assert plain is not None and set(plain[0]) < set(given[0])  # the bridge added terms
 
 
 def test_the_index_is_cached_per_machine_and_rebuilt_when_unreadable(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from memoryd.retrieval.scoring import (
     final_score,
     final_scores,
     language_offset,
+    rank,
     relevance,
     smooth_by_neighbours,
 )
@@ -219,6 +220,27 @@ def test_neighbours_in_the_same_thread_lift_each_other() -> None:
     assert smoothed.tolist() == pytest.approx([0.5 + 0.2 * 0.2, 0.2 + 0.2 * 0.5, 0.9, 0.8, 0.7])
     capped = smooth_by_neighbours(c, np.array([1.0, 0.95, 0, 0, 0]), Weights(neighbour=0.2))
     assert capped[:2].tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("mode", list(SearchMode))
+def test_rank_is_relevance_neighbours_calibration_and_boosts_in_order(mode: SearchMode) -> None:
+    def turn(seq: int, occurred: str) -> dict[str, object]:
+        return {"occurred_at": occurred, "thread_id": "t", "thread_seq": seq, "importance": 7}
+    payloads = {"a": turn(1, "2024-04-28T12:00:00Z"), "b": turn(2, "2024-04-20T12:00:00Z"),
+                "c": {**WHEN, "cjk_share": 1.0}}
+    c = candidates([("a", 0.91), ("b", 0.84), ("c", 0.8)], [("c", 14.0), ("a", 5.0)],
+                   payloads)
+    w, cues = Weights(bridge=0.5), read_time_cues("what did I do last week?", AS_OF)
+    ranked = rank(c, mode, "e5-small", w, 0.4, AS_OF, cues)
+    rels = relevance(c, mode, "e5-small", w, 0.4)
+    if mode is SearchMode.HYBRID:
+        rels = smooth_by_neighbours(c, rels, w)
+    rels = calibrated(rels, mode)
+    parts = boost_columns(c, AS_OF, w, cues)
+    # Bit for bit: the search's scores are these.
+    assert ranked.rels.tolist() == rels.tolist()
+    assert ranked.parts.tolist() == parts.tolist()
+    assert ranked.final.tolist() == final_scores(rels, parts, w).tolist()
 
 
 def test_column_boosts_and_final_scores_match_the_per_payload_ones() -> None:
