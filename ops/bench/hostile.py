@@ -78,7 +78,7 @@ PASSES: dict[str, Callable[[str], object]] = {
 
 def embed_passes(embedder: Embedder) -> dict[str, Callable[[str], object]]:
     def query(text: str) -> object:
-        # As shared/memories/reads.py `gather`: the whole query, then its current turn.
+        # As shared/memories/reads.py `query_vector`: the whole query, then its current turn.
         read = read_query(text)
         vector = embedder.embed_query(text)
         return vector if not read.is_excerpt else embedder.embed_query(read.current)
