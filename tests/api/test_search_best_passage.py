@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from helpers import save, search
+from helpers import save, search, wait_job
 
 from memoryd.embeddings.parts import split_parts
 from memoryd.retrieval.keywords import best_passage_score, keyword_vector, query_keyword_vector
@@ -48,3 +48,61 @@ def test_a_short_turn_holding_every_word_outranks_a_long_reply_scattering_them(
     assert stored is not None
     scattered = sum(w * dict(zip(*stored, strict=True)).get(i, 0.0) for i, w in query.items())
     assert scattered > 1.5 * best
+
+
+WORDS = ("guitar", "scales", "yamaha", "evening", "teacher", "concert", "piano", "lesson")
+# Eight long replies about different things, so that none repeats another (a near-copy is
+# one memory: the write path merges it).
+TOPICS = tuple(f"{t} and nothing else came up for a long while that day. " for t in (
+    "We compared train fares to Porto and the cheapest seats on the night bus",
+    "The plumber fixed the leaking kitchen tap and replaced two old washers",
+    "Grandma's apple crumble needs less sugar and a hotter oven than the card says",
+    "The football club elected a new treasurer after the spring meeting",
+    "Tax forms for the small rental flat have to be filed before the end of May",
+    "The hiking route over the northern ridge is closed after the winter storms",
+    "Our neighbours adopted two rescue greyhounds from the shelter near the river",
+    "The library extended its opening hours on weekdays during the exam season",
+))
+
+
+def test_the_keyword_head_is_every_memory_scored_by_its_best_passage(
+    api: httpx.Client, user: str,
+) -> None:
+    """Whatever the store's upper bounds, the keyword page is what scoring every memory of
+    the user by its best passage gives: the same memories, in the same order, the same
+    scores."""
+    contents = [f"{WORDS[i % 8]} {WORDS[(3 * i + 1) % 8]} note {i}" for i in range(8)]
+    for i, topic in enumerate(TOPICS):  # long: the query's words spread over two passages
+        contents.append(topic * 2 + f"{WORDS[i]} and {WORDS[(i + 1) % 8]} again. " + topic * 3
+                        + f"{WORDS[(i + 2) % 8]}, {WORDS[(i + 3) % 8]} and "
+                        f"{WORDS[(i + 4) % 8]}. " + topic * 2)
+    contents = [c.strip() for c in contents]
+    imported = api.post("/v1/import", params={"user_id": user},
+                        json=[{"content": c} for c in contents])
+    assert imported.status_code == 202, imported.text
+    assert wait_job(api, imported.json()["job_id"])["status"] == "succeeded"
+    query_text = "guitar scales yamaha evening teacher"
+    found = search(api, user, query_text, mode="keyword", as_of=AS_OF, explain=True, top_k=10)
+    vectors = [keyword_vector(c) for c in contents]
+    held = [set(v[0]) if v else set() for v in vectors]
+
+    def own(ids: list[int]) -> tuple[int, list[int]]:
+        return len(contents), [sum(i in h for h in held) for i in ids]
+
+    vector = query_keyword_vector(query_text, own=own)
+    assert vector is not None
+    query = dict(zip(*vector, strict=True))
+
+    def score(content: str, v: tuple[list[int], list[float]] | None) -> float:
+        best = best_passage_score(query, content)
+        if best is not None:
+            return best
+        weights = dict(zip(*v, strict=True)) if v else {}
+        return sum(w * weights.get(i, 0.0) for i, w in query.items())
+
+    expected = sorted(((score(c, v), c) for c, v in zip(contents, vectors, strict=True)
+                       if score(c, v) > 0), key=lambda sc: -sc[0])[:10]
+    assert any(len(split_parts(c)) > 1 for _, c in expected)  # long ones compete
+    assert [h["memory"]["content"] for h in found] == [c for _, c in expected]
+    assert [h["explanation"]["keyword"] for h in found] == pytest.approx(
+        [s for s, _ in expected], rel=1e-4)
