@@ -200,7 +200,7 @@ def keyword_query(
 
 def with_best_passages(
     rp: ReadPath, owner: Owner, lists: RankedLists, query: dict[int, float], settle: int,
-    payloads: dict[str, dict[str, Any]],
+    payloads: dict[str, dict[str, Any]], long_ids: set[str] | None = None,
 ) -> RankedLists:
     """The keyword list (last) with each long memory of its head scored by its single best
     passage (`keywords.best_passage_score`), reordered. The store's score of a long memory
@@ -208,13 +208,18 @@ def with_best_passages(
     then twice as many each time, until `settle` of the scores read are known to be at
     least every stored score below them: the head is then exact, and what lies below it
     scores no higher than the head's last. A head of short memories settles in one read of
-    `settle` payloads, which the page then reuses (`payloads`)."""
+    `settle` payloads, which the page then reuses (`payloads`). With `long_ids` (every
+    memory of the user that can be long, from the passages list), only those are read: a
+    user with none reads nothing here. A long memory written without its passages' vectors
+    (`MEMORYD_LONG_MEMORY_PARTS` off then, or before decision 0024) is then not among them,
+    and keeps the store's score until `memoryd reindex`."""
     ids, scores = lists.lists[-1]
     exact = scores.astype(np.float64)
     read, size = 0, settle
     while read < len(ids):
         batch = ids[read:read + size]
-        found = {p.id: p.payload for p in rp.store.get(owner, batch)}
+        wanted = batch if long_ids is None else [i for i in batch if i in long_ids]
+        found = {p.id: p.payload for p in rp.store.get(owner, wanted)} if wanted else {}
         payloads.update(found)
         for offset, point_id in enumerate(batch):
             content = found.get(point_id, {}).get("content")
@@ -268,11 +273,17 @@ def candidates(
     if keywords is not None:
         queries.append(VectorQuery(SPARSE, keywords))
     lists = rp.store.search_candidates(owner, conditions, queries, depth)
+    long_ids: set[str] | None = None  # which memories can be long; None: any of them
     if len(queries) > 1 and queries[1].using == PARTS:
+        part_ids = lists.lists[1][0]
+        if rp.settings.long_memory_parts and len(part_ids) < depth:
+            # Only long memories have passages; a list of them shorter than its depth
+            # holds every long memory of the user under the filter.
+            long_ids = set(part_ids)
         lists = with_parts_merged(lists, depth)
     if keywords is not None:
         lists = with_best_passages(rp, owner, lists, dict(zip(*keywords, strict=True)), settle,
-                                   {} if payloads is None else payloads)
+                                   {} if payloads is None else payloads, long_ids)
     return scoring.Candidates.of(
         lists, 0 if vector is not None else None,
         len(lists.lists) - 1 if keywords is not None else None)
