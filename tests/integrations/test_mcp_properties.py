@@ -8,6 +8,7 @@ survives every call."""
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from typing import Any, TypeVar
 
@@ -16,6 +17,7 @@ from conftest import KEY_A
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from mcp.shared.exceptions import MCPError
+from mcp.types import CallToolResult
 from test_mcp import TOOLS, http_session, text_of
 
 T = TypeVar("T")
@@ -117,7 +119,25 @@ def drawn(strategy: st.SearchStrategy[T], count: int) -> list[T]:
 
 # JSON-RPC: parse error, invalid request, invalid params.
 CLIENT_ERRORS = (-32700, -32600, -32602)
-SERVER_ERRORS = ("internal_error", "queue_unavailable", "store_unavailable", "503", "500 ")
+SERVER_ERRORS = ("internal_error", "queue_unavailable", "store_unavailable")
+# A tool error in memoryd's form: the SDK's prefix, then memoryd's error code.
+TOOL_ERROR = re.compile(r"Error executing tool \w+: ([a-z_0-9]+)\b")
+
+
+def server_failure(result: CallToolResult) -> str | None:
+    """Why `result` is a server failure, or None. Only an error result can be one: a
+    result's own data (a memory id such as `…-503a-…`) is never read for markers, which
+    once failed this test on a random id."""
+    if not result.is_error:
+        return None
+    text = text_of(result)
+    found = TOOL_ERROR.match(text)
+    if found is None:
+        return f"not a tool error in memoryd's form: {text[:300]!r}"
+    code = found.group(1)
+    if code in SERVER_ERRORS or re.fullmatch(r"http_5\d\d", code):  # a 5xx without a body
+        return text[:300]
+    return None
 
 
 def test_tool_arguments_never_reach_a_server_error(base_url: str) -> None:
@@ -148,10 +168,9 @@ def test_tool_arguments_never_reach_a_server_error(base_url: str) -> None:
                             failures.append(f"{name}({args!r}): {exc.error}")
                         continue
                     calls += 1
-                    text = text_of(result)
-                    if any(marker in text for marker in SERVER_ERRORS) or (
-                            result.is_error and not text.strip()):
-                        failures.append(f"{name}({args!r}): {text[:300]}")
+                    why = server_failure(result)
+                    if why is not None:
+                        failures.append(f"{name}({args!r}): {why}")
             # The session, and the user's memories, are still good after every hostile call
             # (metadata nested 127 deep was accepted, then failed every read of the user).
             for name, args in (("list_memories", {}), ("search_memories", {"query": "food"})):
