@@ -10,7 +10,7 @@ import itertools
 import json
 import lzma
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -144,8 +144,10 @@ def parse_conversation(sample: dict[str, Any]) -> Conversation:
                         str(raw.get("speaker_a", "")))
 
 
-def locomo_questions(samples: Sequence[dict[str, Any]], known: dict[str, set[str]]) -> QuestionSet:
-    """Categories 1-4, evidence resolved against `known[sample_id]` (the turns' dia_ids)."""
+def locomo_questions(samples: Sequence[dict[str, Any]], known: dict[str, set[str]],
+                     asked: Mapping[str, datetime] | None = None) -> QuestionSet:
+    """Categories 1-4, evidence resolved against `known[sample_id]` (the turns' dia_ids).
+    `asked[sample_id]`: when the conversation's questions are asked (`Question.as_of`)."""
     questions: list[Question] = []
     skipped = ignored = 0
     unresolved: list[str] = []
@@ -165,6 +167,7 @@ def locomo_questions(samples: Sequence[dict[str, Any]], known: dict[str, set[str
             questions.append(Question(
                 qid=f"{sample_id}/q{index}", user_id=sample_id, query=str(qa["question"]),
                 category=LOCOMO_CATEGORIES[category], relevant=resolved,
+                as_of=(asked or {}).get(sample_id),
             ))
     return QuestionSet(questions, skipped, unresolved, ignored)
 
@@ -177,7 +180,18 @@ def load_locomo(
         samples = samples[:limit_conversations]
     conversations = [parse_conversation(s) for s in samples]
     known = {c.sample_id: c.dia_ids() for c in conversations}
-    return conversations, locomo_questions(samples, known)
+    asked = {c.sample_id: at for c in conversations if (at := asked_at(c)) is not None}
+    return conversations, locomo_questions(samples, known, asked)
+
+
+def asked_at(conversation: Conversation) -> datetime | None:
+    """When LoCoMo's questions about a conversation are asked: right after its last turn.
+    Every question of a conversation then reads its time cues ("recently", "last year")
+    and recency against the conversation's own calendar, and a run gives the same answers
+    whenever it runs; asked at the run's own time, a cue's window moved with the clock and
+    a few hybrid rankings with it (docs/decisions/0033-locomo-asked-at-its-end.md)."""
+    last = max((t.created_at for s in conversation.sessions for t in s.turns), default=None)
+    return None if last is None else last + timedelta(seconds=1)
 
 
 LONG_TURN_SHAPE = (1.0, 0.5, 1.0, 2.5)
@@ -219,7 +233,8 @@ def long_turns(
         merged.append(Conversation(conv.sample_id, tuple(sessions), conv.speaker_a))
     questions = [
         Question(q.qid, q.user_id, q.query, q.category,
-                 tuple(dict.fromkeys(key_of[(q.user_id, r)] for r in q.relevant)))
+                 tuple(dict.fromkeys(key_of[(q.user_id, r)] for r in q.relevant)),
+                 as_of=q.as_of)
         for q in qset.questions
     ]
     return merged, QuestionSet(questions, qset.skipped_no_evidence, qset.unresolved_ids,

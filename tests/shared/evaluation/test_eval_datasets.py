@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -89,6 +89,20 @@ def test_questions_keep_categories_1_to_4_and_resolvable_evidence() -> None:
     assert qset.ignored_category == 1
     assert qset.skipped_no_evidence == 2  # q3 resolves to nothing, q4 has nothing
     assert qset.unresolved_ids == ["conv-x/D7:7", "conv-x/D9:9"]
+
+
+def test_locomo_questions_are_asked_right_after_their_conversation(tmp_path: Path) -> None:
+    """Each question reads time cues and recency against its conversation's calendar, not
+    the run's clock, so two runs rank alike whenever they run; joining turns keeps it."""
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps([_sample()]), encoding="utf-8")
+    [conv], qset = ds.load_locomo(path)
+    # The latest turn, not the last session's: session 1 is dated after session 2 here.
+    last = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    assert max(t.created_at for s in conv.sessions for t in s.turns) == last
+    assert [q.as_of for q in qset.questions] == [last + timedelta(seconds=1)] * 2
+    _, joined = ds.long_turns([conv], qset, 200)
+    assert [q.as_of for q in joined.questions] == [q.as_of for q in qset.questions]
 
 
 def test_madial_query_is_the_three_lines_before_the_first_test_turn() -> None:
@@ -318,7 +332,7 @@ def test_a_key_written_twice_is_accounted_for(tmp_path: Path) -> None:
 
     code = """
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from memoryd.evaluation import datasets as ds
 from memoryd.evaluation.ingest import ingest
