@@ -137,6 +137,7 @@ class Runtime:
             rrf_k=s.search_rrf_k, fusion=s.search_fusion,
             neighbour=s.search_neighbour_weight, context_hits=s.search_context_hits,
             bridge=BRIDGE_WEIGHT if s.search_bridge else 1.0,
+            assistant=s.search_assistant_weight,
         )
 
     @property

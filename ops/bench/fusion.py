@@ -40,7 +40,7 @@ from memoryd.records.models import Owner
 from memoryd.records.schemas import SearchMode, SearchRequest
 from memoryd.retrieval import scoring
 from memoryd.retrieval.query_text import Query, read_query
-from memoryd.store.scoring_table import CJK, SEQ, THREAD, RankedLists, ThreadCodes
+from memoryd.store.scoring_table import ASSISTANT, CJK, SEQ, THREAD, RankedLists, ThreadCodes
 
 
 @dataclass
@@ -178,6 +178,8 @@ def evidence(depth: int, power: float) -> Rule:
         fields = row.fields
         if fields.shape[1] <= CJK:  # dumped before memories carried their language
             fields = np.c_[fields, np.full(len(fields), np.nan)]
+        if fields.shape[1] <= ASSISTANT:  # dumped before the speaker was a scoring field
+            fields = np.c_[fields, np.zeros(len(fields))]
         lists = RankedLists([], row.keys, fields, ThreadCodes())
         c = scoring.Candidates(row.keys, row.dense, row.dense_rank, row.keyword,
                                row.keyword_rank, lists)

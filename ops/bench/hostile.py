@@ -39,6 +39,7 @@ from memoryd.platform.settings import Settings
 from memoryd.retrieval.context_tokens import estimate_tokens
 from memoryd.retrieval.keywords import keyword_vector, query_keyword_vector
 from memoryd.retrieval.query_text import read_query
+from memoryd.retrieval.speaker_cues import about_own_words
 from ops.bench.hostile_corpus import fill, hostile_corpus
 from ops.bench.report import machine_info, write_report
 from ops.stack import ROOT, log
@@ -72,6 +73,7 @@ PASSES: dict[str, Callable[[str], object]] = {
     "found_secrets": found_secrets,
     "query_reader": _query,
     "forget_intent": has_forget_intent,
+    "speaker_cues": about_own_words,
     "token_estimate": estimate_tokens,
 }
 

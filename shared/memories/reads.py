@@ -37,6 +37,7 @@ from memoryd.retrieval.keywords import (
 )
 from memoryd.retrieval.query_text import Query
 from memoryd.retrieval.rerank import HttpReranker
+from memoryd.retrieval.speaker_cues import about_own_words
 from memoryd.retrieval.time_cues import TimeCues, read_time_cues
 from memoryd.store import DENSE, PARTS, SPARSE, RankedLists, Store, VectorQuery
 from memoryd.store.conditions import (
@@ -152,7 +153,7 @@ def _find(rp: ReadPath, owner: Owner, req: SearchRequest) -> Found:
     as_of = req.as_of or utcnow()
     cues = read_time_cues(query.asks, as_of) if req.mode is SearchMode.HYBRID else None
     ranked = scoring.rank(pool, req.mode, rp.embedder_name, rp.weights, query.chinese,
-                          as_of, cues)
+                          as_of, cues, about_own_words(query.asks))
     # 5. The page. Records only for what can reach it: the reranker's head, else the page
     #    itself (the next turns added below come from the store, not from the candidates).
     head = max(rp.settings.rerank_depth, req.top_k) if req.rerank else req.top_k

@@ -131,6 +131,10 @@ class Settings(BaseSettings):
     search_access_flush_s: float = Field(30.0, gt=0, le=300)
     search_neighbour_weight: float = Field(0.2, ge=0, le=1)
     search_context_hits: int = Field(2, ge=0, le=10)
+    # The share of its relevance an assistant's turn keeps when a query asks about the
+    # user's own words ("where did I meet Sophia?"); 1 weighs both sides alike
+    # (shared/retrieval/speaker_cues.py, docs/decisions/0034).
+    search_assistant_weight: float = Field(0.7, ge=0, le=1)
     # Keyword search across Chinese and English: a query's words in the other script from
     # the CC-CEDICT dictionary (shared/retrieval/bridge.py), weighted below exact words.
     search_bridge: bool = True

@@ -21,6 +21,7 @@ from memoryd.retrieval.time_cues import TimeCues, newness, window_closeness
 from memoryd.store import RankedLists
 from memoryd.store.scoring_table import (
     ACCESS,
+    ASSISTANT,
     CJK,
     IMPORTANCE,
     OCCURRED,
@@ -60,6 +61,9 @@ class Weights:
     # The query weight of bridged terms (keywords.BRIDGE_WEIGHT; 1: no bridge): a memory in
     # the other language than the query is matched through them (`bridge_scale`).
     bridge: float = 1.0
+    # The share of its relevance an assistant's turn keeps when the query asks about the
+    # user's own words (`speaker_cues.about_own_words`; 1: no difference).
+    assistant: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -301,14 +305,27 @@ class Ranked:
     final: np.ndarray
 
 
+def by_speaker(c: Candidates, rels: np.ndarray, w: Weights) -> np.ndarray:
+    """Relevance when the query asks about the user's own words: an assistant's turn keeps
+    `w.assistant` of its own, every other memory all of it. An assistant's reply echoes the
+    user's topic and a long one meets a question in many places, but it is not evidence of
+    what the user did or said (shared/retrieval/speaker_cues.py)."""
+    if w.assistant == 1.0:
+        return rels
+    return np.asarray(np.where(c.lists.fields[:, ASSISTANT] > 0, rels * w.assistant, rels))
+
+
 def rank(
     c: Candidates, mode: SearchMode, embedder: str, w: Weights, query_cjk: float,
-    as_of: datetime, cues: TimeCues | None,
+    as_of: datetime, cues: TimeCues | None, own_words: bool = False,
 ) -> Ranked:
-    """The whole of scoring, in order: relevance (`relevance`; hybrid: fused, then raised by
-    the thread's neighbours), calibrated to a score (`calibrated`), then lifted by the boosts
+    """The whole of scoring, in order: relevance (`relevance`, `by_speaker` when the query
+    asks about the user's own words; hybrid: fused, then raised by the thread's
+    neighbours), calibrated to a score (`calibrated`), then lifted by the boosts
     (`final_scores`). `cues`: the query's time cues (search reads them in hybrid mode)."""
     rels = relevance(c, mode, embedder, w, query_cjk)
+    if own_words:
+        rels = by_speaker(c, rels, w)
     if mode is SearchMode.HYBRID:
         rels = smooth_by_neighbours(c, rels, w)
     rels = calibrated(rels, mode)

@@ -19,13 +19,17 @@ from typing import Any
 import numpy as np
 
 # The payload fields rescoring reads; the table keeps them parsed (times as epoch seconds).
+# `sources[].role` reads only each source's role, not its metadata.
 SCORING_FIELDS = ("occurred_at", "importance", "access_count", "thread_id", "thread_seq",
-                  "cjk_share")
+                  "cjk_share", "sources[].role")
+# The payload keys those fields live under.
+_TOP_KEYS = frozenset(field.split("[", 1)[0] for field in SCORING_FIELDS)
 # Columns of `ScoringTable.data`: `OCCURRED` is +inf for a point with no time (it counts as
 # new), `THREAD` is -1 for a point outside a thread, `CJK` NaN for a point written before
-# memories carried their language.
-OCCURRED, IMPORTANCE, ACCESS, THREAD, SEQ, CJK = range(6)
-_WIDTH = 6
+# memories carried their language, `ASSISTANT` 1 for a memory every source of which is an
+# assistant's message (an assistant turn kept as an episode), else 0.
+OCCURRED, IMPORTANCE, ACCESS, THREAD, SEQ, CJK, ASSISTANT = range(7)
+_WIDTH = 7
 
 
 def epoch_seconds(value: Any) -> float:
@@ -69,10 +73,13 @@ def scoring_row(payload: Mapping[str, Any], threads: ThreadCodes) -> tuple[float
     cjk = math.nan
     if isinstance(share, int | float) and not isinstance(share, bool):
         cjk = float(share)
+    sources = payload.get("sources")
+    assistant = float(isinstance(sources, list) and bool(sources) and all(
+        isinstance(s, Mapping) and s.get("role") == "assistant" for s in sources))
     thread, seq = payload.get("thread_id"), payload.get("thread_seq")
     if thread and isinstance(seq, int) and not isinstance(seq, bool):
-        return (*row, float(threads.code(str(thread))), float(seq), cjk)
-    return (*row, -1.0, 0.0, cjk)
+        return (*row, float(threads.code(str(thread))), float(seq), cjk, assistant)
+    return (*row, -1.0, 0.0, cjk, assistant)
 
 
 class ScoringTable:
@@ -228,4 +235,5 @@ class ScoringCache:
 
     @staticmethod
     def touches(payload: Mapping[str, Any]) -> bool:
-        return not set(SCORING_FIELDS).isdisjoint(payload)
+        """Whether a payload update changes a scoring field (`sources` for its roles)."""
+        return not _TOP_KEYS.isdisjoint(payload)

@@ -276,3 +276,31 @@ def test_equal_scores_rank_by_memory_id_whatever_the_list_order() -> None:
     final = np.array([0.9, 0.4, 0.4])
     top = best_candidates(c, final, final, np.zeros((3, len(BOOSTS))), 2, None)
     assert [s.id for s in top] == ["c-memory", "a-memory"]
+
+
+@pytest.mark.parametrize("mode", list(SearchMode))
+def test_a_question_about_oneself_keeps_a_share_of_an_assistant_turns_relevance(
+    mode: SearchMode,
+) -> None:
+    """`rank(..., own_words=True)`: an assistant's turn keeps `Weights.assistant` of its
+    relevance before calibration, in every mode; a user's turn, or a memory of both sides,
+    keeps all of it; without the cue nothing changes."""
+    said = {"user": [{"role": "user"}], "reply": [{"role": "assistant"}],
+            "both": [{"role": "assistant"}, {"role": "user"}]}
+    c = candidates([("reply", 0.93), ("user", 0.9), ("both", 0.88)],
+                   [("reply", 20.0), ("user", 14.0), ("both", 9.0)],
+                   {k: {**WHEN, "sources": v} for k, v in said.items()})
+    w = Weights(assistant=0.7)
+    base = relevance(c, mode, "e5-small", w)
+    plain = rank(c, mode, "e5-small", w, 0.0, AS_OF, None)
+    own = rank(c, mode, "e5-small", w, 0.0, AS_OF, None, own_words=True)
+    if mode is SearchMode.HYBRID:
+        base = smooth_by_neighbours(c, base, w)  # no threads here: unchanged
+    assert plain.rels.tolist() == pytest.approx(calibrated(base, mode).tolist())
+    share = np.array([0.7 if i == "reply" else 1.0 for i in c.ids])
+    assert own.rels.tolist() == pytest.approx(calibrated(base * share, mode).tolist())
+    assert c.ids[int(np.argmax(plain.final))] == "reply"
+    assert c.ids[int(np.argmax(own.final))] == "user"
+    # A weight of 1 weighs both sides alike.
+    same = rank(c, mode, "e5-small", Weights(assistant=1.0), 0.0, AS_OF, None, own_words=True)
+    assert same.rels.tolist() == pytest.approx(plain.rels.tolist())

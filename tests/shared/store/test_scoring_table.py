@@ -15,6 +15,7 @@ from memoryd.store import DENSE, PointData, VectorQuery
 from memoryd.store.edge import EdgeStore
 from memoryd.store.scoring_table import (
     ACCESS,
+    ASSISTANT,
     IMPORTANCE,
     OCCURRED,
     ScoringCache,
@@ -32,10 +33,17 @@ def test_a_row_is_the_parsed_scoring_fields() -> None:
                        "access_count": 3, "thread_id": "t", "thread_seq": 4, "x": 1,
                        "cjk_share": 0.4}, threads)
     assert row == (datetime.fromisoformat("2024-04-01T12:00:00+00:00").timestamp(), 7.0, 3.0,
-                   float(threads.code("t")), 4.0, 0.4)
+                   float(threads.code("t")), 4.0, 0.4, 0.0)
     plain = scoring_row({"occurred_at": "2024-04-01T12:00:00Z"}, threads)
-    # Defaults: importance 5, never accessed, in no thread, language unknown.
-    assert plain[1:5] == (5.0, 0.0, -1.0, 0.0) and math.isnan(plain[5])
+    # Defaults: importance 5, never accessed, in no thread, language unknown, no speaker.
+    assert plain[1:5] == (5.0, 0.0, -1.0, 0.0) and math.isnan(plain[5]) and plain[6] == 0.0
+    # An assistant's turn: every source is an assistant's message (the store reads only
+    # `sources[].role`); a memory drawn from a user's message too is not one.
+    said = [{"role": "assistant"}, {"role": "assistant"}]
+    assert scoring_row({"sources": said}, threads)[ASSISTANT] == 1.0
+    for sources in ([{"role": "assistant"}, {"role": "user"}], [{"role": None}], [], None,
+                    "assistant", [["assistant"]]):
+        assert scoring_row({"sources": sources}, threads)[ASSISTANT] == 0.0, sources
     # No time counts as new; a thread without a position is no thread.
     bare = scoring_row({"thread_id": "t", "importance": None, "access_count": None}, threads)
     assert math.isinf(bare[OCCURRED]) and bare[1:5] == (5.0, 0.0, -1.0, 0.0)
@@ -115,6 +123,7 @@ def test_off_when_sized_zero() -> None:
 def test_touches_only_the_scoring_fields() -> None:
     assert ScoringCache.touches({"importance": 3, "tags": []})
     assert not ScoringCache.touches({"content": "x", "tags": []})
+    assert ScoringCache.touches({"sources": [{"role": "user"}]})  # read as `sources[].role`
 
 
 def importance_by_id(store: EdgeStore, owner: Owner, query: list[float],
