@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,15 +105,23 @@ def _logit(score: float) -> float:
     return math.log(p / (1 - p))
 
 
-def admitted(hits: Sequence[SearchHit], min_score: float | None = None) -> list[SearchHit]:
+def admitted(hits: Sequence[SearchHit], min_score: float | None = None,
+             unweighted: Mapping[str, float] | None = None) -> list[SearchHit]:
     """The hits (not next turns) that may enter the block, best first: see `OPENS`,
     `FALLOFF` and `FEW`. `hits` are all the candidates the search returned for this user.
     `min_score`, when the caller sets it, is the rule instead: every hit that reaches it
-    (0 asks for all of them), as before the default rule existed."""
+    (0 asks for all of them), as before the default rule existed. The gate reads each
+    hit's score before the speaker weighed it (`unweighted`, by id): whether the user holds
+    anything on the question does not depend on who said it, and what enters first does
+    (`reads.Found.unweighted`)."""
     ranked = sorted((h for h in hits if h.context_of is None), key=lambda h: -h.score)
     if min_score is not None:
         return [h for h in ranked if h.score >= min_score]
-    if not ranked or (ranked[0].score < OPENS and len(ranked) >= FEW):
+    before = unweighted or {}
+    # A weighed reply brought along as the next turn of the user's words counts too.
+    opens = max((before.get(h.memory.id, h.score) for h in hits
+                 if h.context_of is None or h.memory.id in before), default=0.0)
+    if not ranked or (opens < OPENS and len(ranked) >= FEW):
         return []
     floor = _logit(ranked[0].score) - FALLOFF
     return [h for h in ranked if _logit(h.score) >= floor]
@@ -233,7 +241,7 @@ def build_context(
         ),
     )
     hits = not_yet_shown(found.response.results, req.recent_messages)
-    chosen = admitted(hits, req.min_score)
+    chosen = admitted(hits, req.min_score, found.unweighted)
     language = block_language(req)
     shown = [*chosen, *(h for h in hits if h.context_of is not None)]
     quotes = matched_passages(rp, owner, shown, found.vector)

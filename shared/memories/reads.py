@@ -8,7 +8,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -117,6 +117,9 @@ class Found:
 
     response: SearchResponse
     vector: np.ndarray | None
+    # A hit's score before the speaker weighed it (`scoring.by_speaker`), by id, for the
+    # hits it weighed: what its text earned whoever said it.
+    unweighted: dict[str, float] = field(default_factory=dict)
 
 
 def search(rp: ReadPath, owner: Owner, req: SearchRequest) -> SearchResponse:
@@ -172,7 +175,19 @@ def _find(rp: ReadPath, owner: Owner, req: SearchRequest) -> Found:
     hits = page_hits(rp, owner, scored[: req.top_k], payloads, req.explain)
     return Found(SearchResponse(results=hits,
                                 took_ms=round((time.perf_counter() - started) * 1000, 3)),
-                 vector)
+                 vector, {} if req.rerank else unweighted_scores(
+                     pool, ranked, [h.memory.id for h in hits]))
+
+
+def unweighted_scores(c: scoring.Candidates, ranked: scoring.Ranked, ids: Sequence[str]
+                      ) -> dict[str, float]:
+    """The final score each of `ids` had before the speaker weighed it, for those it
+    weighed (`Found.unweighted`)."""
+    if ranked.unweighted is None:
+        return {}
+    row = {point_id: i for i, point_id in enumerate(c.ids)}
+    return {i: float(ranked.unweighted[row[i]]) for i in ids
+            if i in row and ranked.unweighted[row[i]] != ranked.final[row[i]]}
 
 
 def query_vector(

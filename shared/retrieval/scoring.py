@@ -303,6 +303,9 @@ class Ranked:
     rels: np.ndarray
     parts: np.ndarray
     final: np.ndarray
+    # The final scores before `by_speaker`, when it weighed any candidate (else None): what
+    # each memory's text earned whoever said it, which the context block's gate reads.
+    unweighted: np.ndarray | None = None
 
 
 def by_speaker(c: Candidates, rels: np.ndarray, w: Weights) -> np.ndarray:
@@ -319,18 +322,21 @@ def rank(
     c: Candidates, mode: SearchMode, embedder: str, w: Weights, query_cjk: float,
     as_of: datetime, cues: TimeCues | None, own_words: bool = False,
 ) -> Ranked:
-    """The whole of scoring, in order: relevance (`relevance`, `by_speaker` when the query
-    asks about the user's own words; hybrid: fused, then raised by the thread's
-    neighbours), calibrated to a score (`calibrated`), then lifted by the boosts
+    """The whole of scoring, in order: relevance (`relevance`; hybrid: fused, then raised
+    by the thread's neighbours, an assistant's reply raising the turn it answers as any
+    neighbour does), weighed by its speaker when the query asks about the user's own words
+    (`by_speaker`), calibrated to a score (`calibrated`), then lifted by the boosts
     (`final_scores`). `cues`: the query's time cues (search reads them in hybrid mode)."""
     rels = relevance(c, mode, embedder, w, query_cjk)
-    if own_words:
-        rels = by_speaker(c, rels, w)
     if mode is SearchMode.HYBRID:
         rels = smooth_by_neighbours(c, rels, w)
-    rels = calibrated(rels, mode)
     parts = boost_columns(c, as_of, w, cues)
-    return Ranked(rels, parts, final_scores(rels, parts, w))
+    weighed = by_speaker(c, rels, w) if own_words else rels
+    scores = calibrated(weighed, mode)
+    unweighted = None
+    if weighed is not rels and not np.array_equal(weighed, rels):
+        unweighted = final_scores(calibrated(rels, mode), parts, w)
+    return Ranked(scores, parts, final_scores(scores, parts, w), unweighted)
 
 
 def final_scores(rels: np.ndarray, parts: np.ndarray, w: Weights) -> np.ndarray:

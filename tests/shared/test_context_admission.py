@@ -62,6 +62,28 @@ def test_a_few_memories_are_shown_whatever_they_score() -> None:
     assert [h.memory.content for h in admitted([hit("only", 0.01)])] == ["only"]
 
 
+def test_the_gate_reads_what_a_weighed_reply_earned_before_its_speaker_weighed_it() -> None:
+    """Asked about oneself, an assistant's reply on the topic is weighed below the user's
+    words; that the user holds something on the question still opens the block, and what
+    enters is then decided on the weighed scores."""
+    hits = [hit("I named my cat Luna", 0.36, role=Role.USER),
+            hit("Luna is a lovely name for a cat…", 0.33, role=Role.ASSISTANT),
+            hit("User's cat is called Luna", 0.3), *background(20, 0.02)]
+    assert admitted(hits) == []  # on the weighed scores alone, below the gate
+    opened = admitted(hits, unweighted={"Luna is a lovely name for a cat…": 0.52})
+    assert [h.memory.content for h in opened] == [
+        "I named my cat Luna", "Luna is a lovely name for a cat…", "User's cat is called Luna"]
+    # The reply brought along as the next turn of the user's words counts as well.
+    reply = hit("Luna is a lovely name for a cat…", 0.33, role=Role.ASSISTANT,
+                context_of="I named my cat Luna")
+    along = [hits[0], reply, *hits[2:]]
+    assert [h.memory.content for h in admitted(
+        along, unweighted={"Luna is a lovely name for a cat…": 0.52})] == [
+        "I named my cat Luna", "User's cat is called Luna"]
+    # Nothing on the question, whoever said it: still no block.
+    assert admitted(hits, unweighted={"Luna is a lovely name for a cat…": 0.4}) == []
+
+
 def test_min_score_is_the_rule_when_given() -> None:
     hits = [hit("best", 0.9), hit("near", 0.6), *background(10, 0.001)]
     assert [h.memory.content for h in admitted(hits, min_score=0.7)] == ["best"]

@@ -301,6 +301,9 @@ def test_a_question_about_oneself_keeps_a_share_of_an_assistant_turns_relevance(
     assert own.rels.tolist() == pytest.approx(calibrated(base * share, mode).tolist())
     assert c.ids[int(np.argmax(plain.final))] == "reply"
     assert c.ids[int(np.argmax(own.final))] == "user"
+    # What each text earned before its speaker was weighed, for the block's gate.
+    assert plain.unweighted is None and own.unweighted is not None
+    assert own.unweighted.tolist() == pytest.approx(plain.final.tolist())
     # A weight of 1 weighs both sides alike.
     same = rank(c, mode, "e5-small", Weights(assistant=1.0), 0.0, AS_OF, None, own_words=True)
     assert same.rels.tolist() == pytest.approx(plain.rels.tolist())
