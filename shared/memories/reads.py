@@ -289,10 +289,12 @@ def candidates(
     if keywords is not None:
         queries.append(VectorQuery(SPARSE, keywords))
     lists = rp.store.search_candidates(owner, conditions, queries, depth)
+    full = [len(point_ids) >= depth for point_ids, _ in lists.lists]
+    lists = without_cut_ties(lists, depth)
     long_ids: set[str] | None = None  # which memories can be long; None: any of them
     if len(queries) > 1 and queries[1].using == PARTS:
         part_ids = lists.lists[1][0]
-        if rp.settings.long_memory_parts and len(part_ids) < depth:
+        if rp.settings.long_memory_parts and not full[1]:
             # Only long memories have passages; a list of them shorter than its depth
             # holds every long memory of the user under the filter.
             long_ids = set(part_ids)
@@ -303,6 +305,35 @@ def candidates(
     return scoring.Candidates.of(
         lists, 0 if vector is not None else None,
         len(lists.lists) - 1 if keywords is not None else None)
+
+
+def without_cut_ties(lists: RankedLists, depth: int) -> RankedLists:
+    """Each list the store cut at `depth` without the memories tied at its last score.
+
+    Among equal scores the store returns points in its own internal order, which the whole
+    shard's history sets, other users' writes included; a list cut in the middle of a tie
+    would hold whichever of the tied memories came first, and what a list holds moves
+    hybrid scores (neighbours, next turns). Every memory scored above the last score is in
+    the list whatever that order, so the list keeps those. A list that is one tie from top
+    to bottom is kept whole (nothing in it ranks above another). Candidates only the
+    dropped ties held leave with them, and ties left inside a list go in id order
+    (docs/decisions/0035-lists-cut-between-scores.md)."""
+    trimmed: list[tuple[list[str], np.ndarray]] = []
+    for point_ids, scores in lists.lists:
+        if len(point_ids) >= depth and len(scores) and scores[0] != scores[-1]:
+            keep = int(np.count_nonzero(scores != scores[-1]))  # sorted: ties at the end
+            point_ids, scores = point_ids[:keep], scores[:keep]
+        if len(scores) > 1 and np.any(scores[1:] == scores[:-1]):
+            # Ties within the list in id order, so each memory's rank is the store's too.
+            order = np.lexsort((np.asarray(point_ids), -scores))
+            point_ids, scores = [point_ids[i] for i in order.tolist()], scores[order]
+        trimmed.append((point_ids, scores))
+    kept = union_ids(trimmed)
+    if len(kept) == len(lists.ids):
+        return RankedLists(trimmed, lists.ids, lists.fields, lists.threads)
+    row = {point_id: i for i, point_id in enumerate(lists.ids)}
+    rows = np.fromiter((row[point_id] for point_id in kept), np.int64, len(kept))
+    return RankedLists(trimmed, kept, lists.fields[rows], lists.threads)
 
 
 def with_parts_merged(lists: RankedLists, depth: int) -> RankedLists:
