@@ -353,7 +353,9 @@ def chat_block(data: Report) -> list[str]:
                            "memories per turn", "context mean / p95 ms",
                            "search mean / p95 ms", "context p95 / search p95"),
                           [(f"{ing['turns']:.0f}", f"{ing['interactions']:.0f}",
-                            f"{float(ing['turns_per_s']):.1f}", f"{ing['memories']:.0f}",
+                            # A rerun on a kept store reposts stored turns: no rate.
+                            "- (store kept)" if ing.get("memories_before")
+                            else f"{float(ing['turns_per_s']):.1f}", f"{ing['memories']:.0f}",
                             f"{float(ing['memories_per_turn']):.3f}",
                             f"{_ms(lat['context']['mean_ms'])} / "
                             f"{_ms(lat['context']['p95_ms'])}",

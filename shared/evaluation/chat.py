@@ -126,6 +126,9 @@ class ChatIngest:
     interactions: int
     memories: int
     seconds: float
+    # Memories the users had before this run posted anything: a rerun on a kept store
+    # (`--data-dir`) reposts turns already stored, so its rate is no ingest rate.
+    memories_before: int = 0
 
 
 def ingest_chat(base_url: str, dialogues: Sequence[ds.Dialogue], key_field: str, prefix: str,
@@ -133,6 +136,8 @@ def ingest_chat(base_url: str, dialogues: Sequence[ds.Dialogue], key_field: str,
     """Users in parallel (`concurrency` at a time), each user's turns in order; the clock
     stops when the last job has finished."""
     plans = {d.user_id: chat_posts(d, prefix, max_messages) for d in dialogues}
+    with api_client(base_url) as client:
+        before = sum(count_memories(client, user) for user in plans)
     stop = threading.Event()
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=max(concurrency, 1)) as pool:
@@ -148,7 +153,8 @@ def ingest_chat(base_url: str, dialogues: Sequence[ds.Dialogue], key_field: str,
         memories = sum(count_memories(client, user) for user in plans)
     return ChatIngest(
         turns=sum(d.turn_count() for d in dialogues),
-        interactions=sum(len(p) for p in plans.values()), memories=memories, seconds=seconds)
+        interactions=sum(len(p) for p in plans.values()), memories=memories, seconds=seconds,
+        memories_before=before)
 
 
 @dataclass(frozen=True)
@@ -307,6 +313,7 @@ def chat_report(
             "interactions": outcome.interactions, "memories": outcome.memories,
             "turns_per_s": round(outcome.turns / max(outcome.seconds, 1e-9), 2),
             "memories_per_turn": round(outcome.memories / max(outcome.turns, 1), 3),
+            "memories_before": outcome.memories_before,
         },
         overall=ChatFigures.of(answers), categories=by_category(answers, order),
         latency={

@@ -16,6 +16,7 @@ from ops.bench.docs import (
     README_BEGIN,
     README_BLOCK,
     README_END,
+    chat_block,
     figures,
     generated_blocks,
     render_document,
@@ -349,3 +350,23 @@ def test_an_eval_set_not_rerun_keeps_its_block_and_readme_rows(tmp_path: Path) -
             "bench-results/eval-chat-longmemeval-20260201T000000.json"} <= set(again)
     kept = render_readme(readme, results)
     assert kept == readme
+
+
+def test_a_chat_rerun_on_a_kept_store_shows_no_ingest_rate() -> None:
+    """Turns reposted to a store that holds them already are no ingest: the page says so
+    instead of showing their rate."""
+    figures_ = {"count": 2, "evidence_in_block": 0.5, "empty_blocks": 0,
+                "search_evidence": 0.5, "tokens_mean": 100.0, "tokens_p95": 120.0}
+    report: dict[str, Any] = {
+        "protocol": "chat", "dataset": "locomo", "name": "locomo", "embedder": "e5-small",
+        "started_at": "2026-01-02T03:04:05+00:00", "inputs": {"data": "locomo10.json"},
+        "ingest": {"seconds": 1.0, "turns": 400, "interactions": 200, "memories": 420,
+                   "turns_per_s": 400.0, "memories_per_turn": 1.05, "memories_before": 420},
+        "overall": figures_, "categories": {},
+        "latency": {"context": {"mean_ms": 30.0, "p95_ms": 45.0},
+                    "search": {"mean_ms": 20.0, "p95_ms": 30.0}},
+    }
+    kept = "\n".join(chat_block(report))
+    assert "| 400 | 200 | - (store kept) | 420 |" in kept and "400.0" not in kept
+    report["ingest"]["memories_before"] = 0
+    assert "| 400 | 200 | 400.0 | 420 |" in "\n".join(chat_block(report))

@@ -96,7 +96,7 @@ def test_chat_protocol_end_to_end_on_longmemeval(tmp_path: Path) -> None:
     # Per user: session 1 is one user turn and its reply (the empty turn is left out);
     # session 2 is two user turns, each with the replies after it.
     assert ingest["turns"] == 14 and ingest["interactions"] == 6
-    assert ingest["turns_per_s"] > 0
+    assert ingest["turns_per_s"] > 0 and ingest["memories_before"] == 0  # a fresh store
     assert ingest["memories_per_turn"] == round(ingest["memories"] / 14, 3)
     assert report["counts"]["questions_evaluated"] == 2
     assert report["counts"]["empty_turns_left_out"] == 2
