@@ -16,7 +16,7 @@ from memoryd.store import DENSE, PARTS, SPARSE, PointData, Store, VectorQuery
 from memoryd.store.client import QdrantClientStore
 from memoryd.store.conditions import Between, Match
 from memoryd.store.edge import EdgeStore
-from memoryd.store.scoring_table import ACCESS
+from memoryd.store.scoring_table import ACCESS, ASSISTANT, SCORING_FIELDS
 
 DIM = 8
 ALICE = Owner(tenant_id="t1", user_id="alice")
@@ -122,8 +122,21 @@ def test_candidates_are_the_ranked_lists(store: Store) -> None:
     for (_, scores), hits in zip(found.lists, lists, strict=True):
         assert scores.tolist() == pytest.approx([p.score for p in hits])
     assert found.ids == list(dict.fromkeys(p.id for hits in lists for p in hits))
-    assert found.fields.shape == (len(found.ids), 6)
+    assert found.fields.shape == (len(found.ids), len(SCORING_FIELDS))
     assert store.search_candidates(ALICE, [], [], 5).ids == []
+
+
+def test_candidates_know_an_assistants_turn_by_its_sources(store: Store) -> None:
+    """The speaker column is read from `sources[].role` alone, in every store."""
+    said = {"user": [{"role": "user", "at": "2024-01-01T00:00:00Z"}],
+            "assistant": [{"role": "assistant", "at": "2024-01-01T00:00:00Z",
+                           "metadata": {"turn": "s1:2"}}]}
+    points = {who: point(ALICE, f"{who} turn", 3, sources=sources)
+              for who, sources in said.items()}
+    store.upsert(ALICE, list(points.values()))
+    found = store.search_candidates(ALICE, [], [VectorQuery(DENSE, vec(3))], 5)
+    column = dict(zip(found.ids, found.fields[:, ASSISTANT].tolist(), strict=True))
+    assert column == {points["user"].id: 0.0, points["assistant"].id: 1.0}
 
 
 def test_scoring_fields_follow_every_write(store: Store) -> None:
