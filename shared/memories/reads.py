@@ -320,7 +320,7 @@ def without_cut_ties(lists: RankedLists, depth: int) -> RankedLists:
     (docs/decisions/0035-lists-cut-between-scores.md)."""
     trimmed: list[tuple[list[str], np.ndarray]] = []
     for point_ids, scores in lists.lists:
-        if len(point_ids) >= depth and len(scores) and scores[0] != scores[-1]:
+        if len(point_ids) >= depth and scores[0] != scores[-1]:
             keep = int(np.count_nonzero(scores != scores[-1]))  # sorted: ties at the end
             point_ids, scores = point_ids[:keep], scores[:keep]
         if len(scores) > 1 and np.any(scores[1:] == scores[:-1]):
@@ -328,12 +328,18 @@ def without_cut_ties(lists: RankedLists, depth: int) -> RankedLists:
             order = np.lexsort((np.asarray(point_ids), -scores))
             point_ids, scores = [point_ids[i] for i in order.tolist()], scores[order]
         trimmed.append((point_ids, scores))
-    kept = union_ids(trimmed)
+    return with_lists(lists, trimmed)
+
+
+def with_lists(lists: RankedLists, ranked: list[tuple[list[str], np.ndarray]]) -> RankedLists:
+    """`lists` with its ranked lists replaced by `ranked`: a candidate none of them holds
+    any more leaves, every other keeps its scoring row."""
+    kept = union_ids(ranked)
     if len(kept) == len(lists.ids):
-        return RankedLists(trimmed, lists.ids, lists.fields, lists.threads)
+        return RankedLists(ranked, lists.ids, lists.fields, lists.threads)
     row = {point_id: i for i, point_id in enumerate(lists.ids)}
     rows = np.fromiter((row[point_id] for point_id in kept), np.int64, len(kept))
-    return RankedLists(trimmed, kept, lists.fields[rows], lists.threads)
+    return RankedLists(ranked, kept, lists.fields[rows], lists.threads)
 
 
 def with_parts_merged(lists: RankedLists, depth: int) -> RankedLists:
@@ -348,13 +354,7 @@ def with_parts_merged(lists: RankedLists, depth: int) -> RankedLists:
     ranked = sorted(best.items(), key=lambda item: item[1], reverse=True)[:depth]
     merged = ([point_id for point_id, _ in ranked],
               np.fromiter((score for _, score in ranked), np.float64, len(ranked)))
-    rest = lists.lists[2:]
-    kept = union_ids([merged, *rest])
-    if len(kept) == len(lists.ids):
-        return RankedLists([merged, *rest], lists.ids, lists.fields, lists.threads)
-    row = {point_id: i for i, point_id in enumerate(lists.ids)}
-    rows = np.fromiter((row[point_id] for point_id in kept), np.int64, len(kept))
-    return RankedLists([merged, *rest], kept, lists.fields[rows], lists.threads)
+    return with_lists(lists, [merged, *lists.lists[2:]])
 
 
 @dataclass
