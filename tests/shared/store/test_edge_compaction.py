@@ -5,34 +5,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 
-import numpy as np
-
-from memoryd.records.models import AuditEvent, MemoryRecord, Owner
-from memoryd.store import DENSE, PointData, VectorQuery
+from memoryd.records.models import AuditEvent, Owner
+from memoryd.store import DENSE, VectorQuery
 from memoryd.store.edge import EdgeStore
+from tests.support.points import DIM, point
+from tests.support.points import unit_vector as vec
 
-DIM = 8
 ALICE = Owner(tenant_id="t1", user_id="alice")
 BOB = Owner(tenant_id="t1", user_id="bob")
-
-
-def vec(seed: int) -> list[float]:
-    v = np.random.default_rng(seed).normal(size=DIM)
-    return (v / np.linalg.norm(v)).tolist()
-
-
-def point(owner: Owner, content: str, seed: int) -> PointData:
-    at = datetime(2024, 1, 1, tzinfo=UTC)
-    record = MemoryRecord(
-        id=str(uuid.uuid4()), tenant_id=owner.tenant_id, user_id=owner.user_id, content=content,
-        content_hash=content, occurred_at=at, created_at=at, updated_at=at,
-        embedding_model="test-model",
-    )
-    return PointData(record.id, record.to_payload(), vec(seed), ([1, 2], [1.0, 1.0]))
 
 
 def files_with(root: Path, needle: str) -> list[str]:

@@ -6,19 +6,17 @@ and no other user's data moves them any more."""
 from __future__ import annotations
 
 import json
-import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 
-import numpy as np
 import qdrant_edge as qe
 
-from memoryd.records.models import MemoryRecord, Owner
+from memoryd.records.models import Owner
 from memoryd.retrieval.keywords import keyword_vector, query_keyword_vector, token_id
 from memoryd.store import DENSE, SPARSE, PointData, VectorQuery
 from memoryd.store.edge import EdgeStore, _dense_params
+from tests.support.points import DIM
+from tests.support.points import point as support_point
 
-DIM = 8
 ALICE = Owner(tenant_id="t1", user_id="alice")
 CROWD = Owner(tenant_id="t2", user_id="crowd")
 ALICE_TEXTS = ["My cat Pepper sleeps on the piano", "Melanie paints sunsets at the lake",
@@ -27,15 +25,7 @@ QUERY = "Who paints at the lake, and whose cat sleeps on the piano? 公园跑步
 
 
 def point(owner: Owner, content: str, seed: int) -> PointData:
-    at = datetime(2024, 1, 1, tzinfo=UTC)
-    record = MemoryRecord(
-        id=str(uuid.uuid4()), tenant_id=owner.tenant_id, user_id=owner.user_id, content=content,
-        content_hash=content, occurred_at=at, created_at=at, updated_at=at,
-        embedding_model="test-model",
-    )
-    v = np.random.default_rng(seed).normal(size=DIM)
-    return PointData(record.id, record.to_payload(), (v / np.linalg.norm(v)).tolist(),
-                     keyword_vector(content))
+    return support_point(owner, content, seed, keyword_vector(content))
 
 
 def legacy_shard(path: Path, points: list[PointData]) -> None:
