@@ -290,6 +290,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     d.add_argument("--data", type=Path)
     d.add_argument("--memory", type=Path)
     d.add_argument("--dialogue", type=Path)
+    d.add_argument("--odd-memory", type=Path, help="madial: a mixed archive (memoryd eval's)")
     d.add_argument("--name")
     d.add_argument("--embedder")
     d.add_argument("--out-dir", type=Path, default=Path("bench-results"))
@@ -302,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.command == "dump":
         options = EvalOptions(dataset=args.dataset, modes=["hybrid"], data=args.data,
                               memory=args.memory, dialogue=args.dialogue,
-                              embedder=args.embedder)
+                              odd_memory=args.odd_memory, embedder=args.embedder)
         dump(options, args.out_dir / f"fusion-{args.name or args.dataset}.pkl")
     elif args.command == "part":
         part(args.paths)
