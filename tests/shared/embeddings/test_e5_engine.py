@@ -16,6 +16,7 @@ from memoryd.embeddings.e5.engine import (
     FLAGS,
     KERNELS,
     MIN_COSINE,
+    PIECES,
     compile_engine,
     compiler,
     host_engine,
@@ -141,6 +142,8 @@ def test_memoryd_kernels_take_the_place_of_the_quantizer_matmul_and_attention() 
     assert patched.count("static void attention(") == 1
     assert patched.count("attention(q, k, v, ctx, sstart, send, T, H, NH, hd, m->MAXP,") == 1
     assert "scaled dot-product attention, restricted" not in patched
+    assert PIECES.read_text() in patched and "try every piece length" not in patched
+    assert patched.count("/* single-char unknown fallback */") == 1
     # Everything before the first region is the wheel's text, unchanged.
     assert patched.startswith(shipped[: shipped.index("/* Quantize activations")])
     assert patched.endswith(shipped[shipped.index("QUANT(ctx, H); MAT(ly->aow"):])
@@ -148,6 +151,7 @@ def test_memoryd_kernels_take_the_place_of_the_quantizer_matmul_and_attention() 
     assert with_memoryd_kernels(shipped.replace("/* Quantize activations", "/* Quantise")) is None
     assert with_memoryd_kernels(shipped.replace("free(prob);", "free(p);")) is None
     assert with_memoryd_kernels(shipped + "static void attention(void) {}\n") is None
+    assert with_memoryd_kernels(shipped.replace("try every piece length", "try pieces")) is None
     assert with_memoryd_kernels("int main(void) { return 0; }") is None
 
 
@@ -181,6 +185,13 @@ def test_the_shipped_kernels_build_and_agree_with_memoryds(tmp_path: Path) -> No
     assert compile_engine(cc, flags, tmp_path / "memoryd.so") == "memoryd"
     out = engines_agree(tmp_path / "shipped.so", tmp_path / "memoryd.so")
     assert float(out[-1]) >= 0.9999
+    # memoryd's tokenizer loop finds the same pieces: every count is equal, not close.
+    counts = engines_agree(tmp_path / "shipped.so", tmp_path / "memoryd.so", before=(
+        "for t in ['ok', '我下周三要去上海出差，记得提醒我带护照。', 'What did Caroline? ' * 40,\n"
+        "          '  a  b\\t\\n', '▁x▁', '😀👨‍👩‍👧', 'ｆｕｌｌ', 'z' * 900]:\n"
+        "    for q in (False, True):\n"
+        "        print(a.token_count(t, q) == b.token_count(t, q) > 1)\n"))
+    assert counts[:-1] and set(counts[:-1]) == {"True"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["memoryd.so", "shipped.so"]
 
 
