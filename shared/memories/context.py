@@ -248,7 +248,8 @@ def build_context(
     entries = arrange(hits, chosen, quotes, language)
     # The budget keeps the entries in priority order; the block is then written in reading
     # order (facts first), which leaves its token count as it was up to how lines join.
-    packed = pack(language, ((e, e.line) for e in entries), req.token_budget, counter.count,
+    packed = pack(language, ((e, e.line) for e in entries), req.token_budget,
+                  counter.scoped(owner.tenant_id),
                   order=lambda e: e.order)
     return ContextResponse(
         block=packed.block,

