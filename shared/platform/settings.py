@@ -280,9 +280,13 @@ class Settings(BaseSettings):
     # The embedded Redis's AOF fsync: "everysec" may lose about a second of accepted jobs
     # on a host crash, "always" none (each write waits for the disk).
     redis_appendfsync: Literal["everysec", "always"] = "everysec"
-    # Embedded mode: threads on the bulk queue (imports, backfill interactions, re-embedding),
-    # apart from the threads that run saves, edits, forgets and ordinary interactions.
-    bulk_worker_concurrency: int = Field(1, ge=1, le=64)
+    # Embedded mode: threads on the bulk queue (imports, backfill interactions, re-embedding,
+    # and a tenant's writes beyond its share), apart from the threads that run saves, edits,
+    # forgets and ordinary interactions. Two, one per background model lane (shared/
+    # embeddings/e5/lanes.py), as compose's `bulk` service runs: with one, a chat server's
+    # burst (one tenant, its writes past the share) embedded on one lane, half the cores
+    # (docs/decisions/0037-two-bulk-threads.md).
+    bulk_worker_concurrency: int = Field(2, ge=1, le=64)
     # Fair shares of the memory queue (shared/jobs/lanes.py): the writes (saves, edits,
     # deletions, interactions) one tenant, and one user, may hold there at once, queued or
     # running; beyond that they run on the bulk queue's workers, unmarked. Keep the tenant

@@ -1,7 +1,7 @@
 """One tenant's backlog never holds up another's writes (issue 19, item 11).
 
 Bulk work (imports, interactions marked `backfill`) runs on the bulk queue with worker
-threads of its own (`bulk_worker_concurrency`, 1 in the test stack); saves, edits, forgets
+threads of its own (`bulk_worker_concurrency`, 2 by default); saves, edits, forgets
 and ordinary interactions keep the other threads. The checks are about order, not speed:
 the save is done while the other tenant's bulk jobs are still waiting their turn.
 `ops/bench/fairness.py` measures the latency.
@@ -9,6 +9,7 @@ the save is done while the other tenant's bulk jobs are still waiting their turn
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -79,6 +80,34 @@ def test_a_save_is_done_while_another_tenants_imports_wait(
         saved = _save_b(api_b)
         assert saved.status_code == 201, saved.text
         assert "queued" in _statuses(api, job_ids), "the save waited for the imports"
+    finally:
+        _drain(api, job_ids)
+
+
+def test_one_tenants_writes_past_its_share_run_on_both_bulk_threads(
+    stack: Any, api: httpx.Client, user: str
+) -> None:
+    # A chat server's burst: one tenant, many users, no marker. Two writes hold the
+    # tenant's share of the memory queue; the rest overflow to the bulk queue, whose two
+    # threads (one per background model lane) both take them: four jobs run at once.
+    job_ids = []
+    for i in range(8):
+        answer = api.post("/v1/interactions", json={
+            "user_id": f"{user}-{i}", "extract": "raw",
+            "messages": [{"role": "user", "content": long_turn(i, j, 16)} for j in range(3)],
+        })
+        assert answer.status_code == 202, answer.text
+        job_ids.append(answer.json()["job_id"])
+    try:
+        most = 0
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            statuses = _statuses(api, job_ids)
+            most = max(most, statuses.count("running"))
+            if most >= 4 or all(s == "succeeded" for s in statuses):
+                break
+            time.sleep(0.02)
+        assert most == 4, f"at most {most} of one tenant's jobs ran at once"
     finally:
         _drain(api, job_ids)
 
