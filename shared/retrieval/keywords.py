@@ -25,6 +25,7 @@ from functools import lru_cache
 import snowballstemmer
 
 from memoryd.embeddings.parts import split_parts
+from memoryd.platform.text_memo import TextMemo
 from memoryd.retrieval.bm25 import BM25_AVG_LEN, BM25_B, BM25_K1
 from memoryd.retrieval.query_text import read_query
 from memoryd.retrieval.reference_idf import REFERENCE_DOCS, bm25_idf, reference_docs, user_idf
@@ -222,13 +223,21 @@ def best_passage_score(query: dict[int, float], text: str) -> float | None:
     return max(sum(w * weights.get(i, 0.0) for i, w in query.items()) for weights in passages)
 
 
-@lru_cache(maxsize=2048)
-def passage_weights(text: str) -> tuple[dict[int, float], ...] | None:
-    """A long text's BM25 weights passage by passage; None for a short text. Cached: a
-    user's long memories come back search after search, and reading one costs ~1-5 ms
-    (about 11 KB held a text: ~22 MB full)."""
+def _passage_weights(text: str) -> tuple[dict[int, float], ...] | None:
     parts = split_parts(text)
     return None if len(parts) < 2 else tuple(_bm25(tokenize(part)) for part in parts)
+
+
+# Kept by the text's digest (`TextMemo`: no memory text stays here after a forget).
+_PASSAGE_WEIGHTS: TextMemo[tuple[dict[int, float], ...] | None] = TextMemo(2048)
+
+
+def passage_weights(text: str) -> tuple[dict[int, float], ...] | None:
+    """A long text's BM25 weights passage by passage; None for a short text. Kept: a
+    user's long memories come back search after search, and reading one costs ~1-5 ms
+    (the weights of a text take about 11 KB: ~22 MB full). The weights are term ids, no
+    text, and the same for every tenant, so one memo serves all."""
+    return _PASSAGE_WEIGHTS.get("", text, _passage_weights)
 
 
 # Terms found only in an excerpt's earlier lines: half a current-turn term, the same 2:1 as
