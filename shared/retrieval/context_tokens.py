@@ -82,14 +82,10 @@ class TokenCounter:
     def scoped(self, scope: str) -> Callable[[str], int]:
         """The count as one scope (the tenant a block is written for) sees it: remembered
         counts are that scope's own (`TextMemo`)."""
-        kept, count = self.kept, self.count
+        kept = self.kept
         if kept is None:
-            return count
-
-        def counted(text: str) -> int:
-            return kept(scope, text) if len(text) <= MEMO_MAX_CHARS else count(text)
-
-        return counted
+            return self.count
+        return lambda text: kept(scope, text)
 
 
 def memoized(name: str, count: Callable[[str], int], entries: int = MEMO_ENTRIES
@@ -100,7 +96,7 @@ def memoized(name: str, count: Callable[[str], int], entries: int = MEMO_ENTRIES
     memo: TextMemo[int] = TextMemo(entries)
 
     def kept(scope: str, text: str) -> int:
-        return memo.get(scope, text, count)
+        return memo.get(scope, text, count) if len(text) <= MEMO_MAX_CHARS else count(text)
 
     return TokenCounter(name, count, kept)
 

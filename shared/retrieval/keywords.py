@@ -209,15 +209,16 @@ def keyword_vector(text: str) -> tuple[list[int], list[float]] | None:
     return indices, [weights[i] for i in indices]
 
 
-def best_passage_score(query: dict[int, float], text: str) -> float | None:
+def best_passage_score(query: dict[int, float], text: str, scope: str = "") -> float | None:
     """A long text's keyword score by its single best passage: the sum of the query's term
     weights times each term's BM25 weight within one passage (`keyword_vector`'s passages),
     at the passage where that sum is highest; None for a short text (one passage), whose
     stored score is already that. The store scores a long memory by its terms' best weights
     taken from any passage, an upper bound of this: matches scattered over several passages
     of a long reply add up there, and outrank the one short turn that holds them all
-    (docs/decisions/0031-keywords-by-best-passage.md)."""
-    passages = passage_weights(text)
+    (docs/decisions/0031-keywords-by-best-passage.md). `scope`: whose search it is
+    (`passage_weights`)."""
+    passages = passage_weights(text, scope)
     if passages is None:
         return None
     return max(sum(w * weights.get(i, 0.0) for i, w in query.items()) for weights in passages)
@@ -232,12 +233,12 @@ def _passage_weights(text: str) -> tuple[dict[int, float], ...] | None:
 _PASSAGE_WEIGHTS: TextMemo[tuple[dict[int, float], ...] | None] = TextMemo(2048)
 
 
-def passage_weights(text: str) -> tuple[dict[int, float], ...] | None:
-    """A long text's BM25 weights passage by passage; None for a short text. Kept: a
-    user's long memories come back search after search, and reading one costs ~1-5 ms
-    (the weights of a text take about 11 KB: ~22 MB full). The weights are term ids, no
-    text, and the same for every tenant, so one memo serves all."""
-    return _PASSAGE_WEIGHTS.get("", text, _passage_weights)
+def passage_weights(text: str, scope: str = "") -> tuple[dict[int, float], ...] | None:
+    """A long text's BM25 weights passage by passage; None for a short text. Kept per
+    `scope` (the tenant searching, as `TextMemo` explains): a user's long memories come
+    back search after search, and reading one costs ~1-5 ms (the weights of a text take
+    about 11 KB: ~22 MB full)."""
+    return _PASSAGE_WEIGHTS.get(scope, text, _passage_weights)
 
 
 # Terms found only in an excerpt's earlier lines: half a current-turn term, the same 2:1 as

@@ -47,5 +47,7 @@ def test_long_memories_keyword_weights_are_kept_by_digest() -> None:
     first = keywords.passage_weights(text)
     assert first is not None and len(first) > 1
     assert keywords.passage_weights(text) is first  # kept, not read again
+    assert keywords.passage_weights(text, "t2") == first  # another tenant's own entry
+    assert keywords.passage_weights(text, "t2") is not first
     held = pickle.dumps(keywords._PASSAGE_WEIGHTS._entries)
     assert b"Lisbon" not in held and b"cello" not in held
