@@ -183,7 +183,9 @@ def eval_(
     embedder: Annotated[str | None, typer.Option(help="default: from settings")] = None,
     out: Annotated[Path | None, typer.Option(help="JSON report path")] = None,
     data_dir: Annotated[Path | None, typer.Option(help="default: a temp dir, removed")] = None,
-    limit_conversations: Annotated[int | None, typer.Option(min=1)] = None,
+    limit_conversations: Annotated[int | None, typer.Option(
+        min=1, help="the first N conversations: LoCoMo samples, MADial dialogues, "
+                    "LongMemEval questions (each owns its haystack)")] = None,
     limit_questions: Annotated[int | None, typer.Option(min=1)] = None,
     as_of: Annotated[str | None, typer.Option(help="ISO time for recency scoring")] = None,
     name: Annotated[str | None, typer.Option(

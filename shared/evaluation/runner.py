@@ -260,8 +260,10 @@ def _load_files(
 
 
 def select_questions(options: EvalOptions, questions: list[ds.Question]) -> list[ds.Question]:
-    # A MADial dialogue is the conversation: its limit cuts dialogues, not the memory archive.
-    if options.dataset == "madial" and options.limit_conversations is not None:
+    # A MADial dialogue is the conversation: its limit cuts dialogues, not the memory
+    # archive. A LongMemEval question is a user of its own with its own haystack, so its
+    # limit cuts questions, and with them the haystacks ingested (`only_asked`).
+    if options.dataset in ("madial", "longmemeval") and options.limit_conversations is not None:
         questions = questions[: options.limit_conversations]
     if options.per_category is not None:
         taken: dict[str, int] = {}

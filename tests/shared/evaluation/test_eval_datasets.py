@@ -304,6 +304,19 @@ def test_per_category_takes_the_first_questions_of_each_kind() -> None:
     assert [q.qid for q in picked] == ["q0", "q1", "q3", "q4", "q5"]
 
 
+def test_longmemeval_limit_conversations_cuts_haystacks_that_is_questions() -> None:
+    """Each LongMemEval question owns its haystack: `--limit-conversations N` keeps the first
+    N questions (it was read for LoCoMo and MADial only, and silently ignored here)."""
+    from memoryd.evaluation.runner import EvalOptions, select_questions
+
+    qs = [ds.Question(f"q{i}", f"u{i}", "?", cat, ("k",))
+          for i, cat in enumerate(["a", "b", "a", "c"])]
+    picked = select_questions(EvalOptions("longmemeval", ["hybrid"], limit_conversations=3), qs)
+    assert [q.qid for q in picked] == ["q0", "q1", "q2"]
+    both = EvalOptions("longmemeval", ["hybrid"], limit_conversations=3, per_category=1)
+    assert [q.qid for q in select_questions(both, qs)] == ["q0", "q1"]
+
+
 def test_a_session_repeated_in_a_haystack_is_posted_under_keys_of_its_own() -> None:
     """LongMemEval's dev half holds one session twice, on two dates: each post is its own
     request, so each needs its own idempotency key, in both protocols."""
