@@ -76,8 +76,17 @@ def git_state(root: Path = REPO_ROOT) -> dict[str, Any]:
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 
-def default_out_path(dataset: str, now: datetime) -> Path:
-    return Path("bench-results") / f"eval-{dataset}-{now.strftime('%Y%m%dT%H%M%S')}.json"
+def default_out_path(dataset: str, now: datetime, out: Path | None = None) -> Path:
+    """Where a report goes: `out` as given, or, when `out` is missing or is an existing
+    directory, `eval-<set>-<time>.json` there (`bench-results/` by default). A directory
+    given as `--out` used to fail only once the run was over, when the report was
+    written."""
+    name = f"eval-{dataset}-{now.strftime('%Y%m%dT%H%M%S')}.json"
+    if out is None:
+        return Path("bench-results") / name
+    if out.is_dir():
+        return out / name
+    return out
 
 
 def _json_safe(value: Any) -> Any:

@@ -452,12 +452,12 @@ def run_command(
         chat_result = run_chat(options, stack, console)
         render_chat(chat_result, console)
         path = write_json(chat_result,
-                          out or default_out_path(f"chat-{chat_result.name}", now))
+                          default_out_path(f"chat-{chat_result.name}", now, out))
         wall = chat_result.wall_time_s
     else:
         report = run_evaluation(options, stack, console)
         render(report, console)
-        path = write_json(report, out or default_out_path(report.name, now))
+        path = write_json(report, default_out_path(report.name, now, out))
         wall = report.wall_time_s
     console.print(f"report written to {path} (wall time {wall:.1f} s)")
     return path

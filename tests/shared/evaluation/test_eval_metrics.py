@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +109,17 @@ def test_sessions_rank_by_their_best_turn_and_recall_all_needs_every_one() -> No
     assert spec.score(turns, ["s2:0"], ["s2", "s4"], lambda k: k.rsplit(":", 1)[0]) == 1.0
     with pytest.raises(ValueError):
         spec.score(turns, ["s2:0"], ["s2"])  # no way to tell a turn's session
+
+
+def test_a_report_given_a_directory_goes_inside_it(tmp_path: Path) -> None:
+    """`--out DIR`, an existing directory, says where the report goes, under its default
+    file name; any other path is the file itself. A directory used to fail only after the run."""
+    from datetime import UTC, datetime
+
+    from memoryd.evaluation.report import default_out_path
+
+    now = datetime(2026, 12, 4, 15, 0, 37, tzinfo=UTC)
+    assert default_out_path("chat-lme", now) == Path(
+        "bench-results/eval-chat-lme-20261204T150037.json")
+    assert default_out_path("lme", now, tmp_path) == tmp_path / "eval-lme-20261204T150037.json"
+    assert default_out_path("lme", now, tmp_path / "r.json") == tmp_path / "r.json"
