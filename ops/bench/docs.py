@@ -490,6 +490,15 @@ SECTIONS = (
         "`python -m ops.bench` saves it",
         _one("bench.json", bench_block)),
     Section(
+        "Long chat turns on the default write path",
+        "The long-turn phase of `python -m ops.bench` on its own, on the host it ran on: "
+        "turns of about a thousand characters and more (LoCoMo's turns joined), ingested "
+        "raw in passages, raw whole, and as a chat server posts them (no `extract`: a user "
+        "turn and an assistant turn per interaction, both kept as episodes, with the rules' "
+        "facts beside them), each against the model alone on the same turns.",
+        "`python -m ops.bench --phases long --out bench-results/bench-long.json` saves it",
+        _one("bench-long.json", bench_block)),
+    Section(
         "Beside mem0",
         "`python -m ops.bench --peer mem0 --peer-python PEER_VENV/bin/python` runs mem0 OSS "
         "in the same run, on the texts, users and questions memoryd gets, and puts its "

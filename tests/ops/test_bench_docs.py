@@ -220,7 +220,7 @@ def test_only_the_reports_put_figures_on_the_page(tmp_path: Path) -> None:
     assert [source for source, _ in blocks] == [
         "bench-results/eval-<dataset>-<time>.json",
         "bench-results/eval-chat-<set>-<time>.json", "bench-results/everyday.json",
-        "bench-results/bench.json",
+        "bench-results/bench.json", "bench-results/bench-long.json",
         "bench-results/bench.json#peer", "bench-results/bench-1m.json",
         "bench-results/hostile.json",
         "bench-results/bench-waits.json", "bench-results/freshness.json",
