@@ -57,7 +57,10 @@ def _machine(machine: dict[str, Any] | None) -> str:
     if not machine:
         return "Machine: not recorded in the report."
     mem = machine.get("mem_total_gb")
+    features = machine.get("cpu_features")
     parts = [str(machine.get("cpu_model", "unknown CPU")), f"nproc {machine.get('nproc')}",
+             *([f"CPU features {' '.join(features) or 'none of AVX2, AVX-512, VNNI, AMX'}"]
+               if features is not None else []),
              *([f"{mem:g} GB memory"] if mem is not None else []),
              f"Python {machine.get('python')}", str(machine.get("platform", ""))]
     return "Machine: " + ", ".join(p for p in parts if p) + "."

@@ -31,9 +31,10 @@ from typing import Any
 import httpx
 
 from memoryd.evaluation.chat import evidence_keys
+from memoryd.platform.host import machine_info
 from memoryd.platform.script_share import cjk_share
 from ops.bench.common import drop_memoryd_environment
-from ops.bench.report import machine_info, write_report
+from ops.bench.report import write_report
 from ops.stack import ROOT, Stack, log
 
 DEFAULT_DATA = ROOT / "ops" / "bench" / "data" / "everyday" / "probe.json"

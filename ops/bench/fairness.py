@@ -49,9 +49,9 @@ from typing import Any
 import httpx
 import redis
 
+from memoryd.platform.host import machine_info
 from memoryd.platform.redis_runtime import embedded_client_url, ensure_redis, free_port
 from memoryd.tenancy.api_keys import ApiKeyStore, parse_scopes
-from ops.bench.report import machine_info
 from ops.chaos.procs import start_gateway, start_worker
 from ops.stack import ROOT, CpuMeter, Proc, Stack, log
 from tests.support.qdrant_rest_facade import QdrantRestFacade

@@ -31,8 +31,9 @@ from typing import Any
 
 import httpx
 
+from memoryd.platform.host import machine_info
 from ops.bench.common import drop_memoryd_environment, latency_summary
-from ops.bench.report import machine_info, write_report
+from ops.bench.report import write_report
 from ops.stack import ROOT, Stack, log
 
 DEFAULT_OUT = ROOT / "bench-results" / "freshness.json"

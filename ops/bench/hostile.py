@@ -35,13 +35,14 @@ from memoryd.embeddings.parts import embed_memories
 from memoryd.extraction.forget_intent import has_forget_intent
 from memoryd.extraction.redaction import found_secrets, redact
 from memoryd.extraction.rules import extract_rules
+from memoryd.platform.host import machine_info
 from memoryd.platform.settings import Settings
 from memoryd.retrieval.context_tokens import estimate_tokens
 from memoryd.retrieval.keywords import keyword_vector, query_keyword_vector
 from memoryd.retrieval.query_text import read_query
 from memoryd.retrieval.speaker_cues import about_own_words
 from ops.bench.hostile_corpus import fill, hostile_corpus
-from ops.bench.report import machine_info, write_report
+from ops.bench.report import write_report
 from ops.stack import ROOT, log
 
 DEFAULT_OUT = ROOT / "bench-results" / "hostile.json"

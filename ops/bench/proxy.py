@@ -34,9 +34,10 @@ from typing import Any
 
 import httpx
 
+from memoryd.platform.host import machine_info
 from memoryd.testing.fake_llm import FakeLLM, streamed
 from ops.bench.common import FACTS, QUESTIONS, drop_memoryd_environment, latency_summary
-from ops.bench.report import machine_info, write_report
+from ops.bench.report import write_report
 from ops.stack import ROOT, Stack, log
 
 GOAL_P50_MS = 15.0

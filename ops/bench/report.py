@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import platform
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -33,25 +31,6 @@ GOALS: dict[str, tuple[str, float, str]] = {
 }
 GOAL_SEARCH_SIZE = 100_000
 GOAL_SCALE_SIZE = 1_000_000
-
-
-def machine_info() -> dict[str, Any]:
-    cpu_model = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    mem_total_gb: float | None = None
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem_total_gb = round(int(line.split()[1]) / 1024 / 1024, 1)
-    nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {
-        "nproc": nproc, "cpu_model": cpu_model, "mem_total_gb": mem_total_gb,
-        "python": platform.python_version(), "platform": platform.platform(),
-    }
 
 
 def package_versions() -> dict[str, str]:

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memoryd.platform.host import machine_info
 from ops.bench.common import (
     DEFAULT_CACHE,
     DEFAULT_LOCOMO,
@@ -45,7 +46,6 @@ from ops.bench.long_turns import run_long_phase
 from ops.bench.peer import add_peer_arguments, peer_options, probe_peer, render_peer, run_peer
 from ops.bench.report import (
     goals_block,
-    machine_info,
     package_versions,
     render,
     write_report,

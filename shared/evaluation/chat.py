@@ -297,6 +297,7 @@ class ChatReport:
     questions: list[ChatAnswer] = field(default_factory=list)
     protocol: str = "chat"
     wall_time_s: float = 0.0
+    machine: dict[str, Any] = field(default_factory=dict)  # as `EvalReport.machine`
 
 
 def chat_report(

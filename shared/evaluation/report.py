@@ -49,6 +49,9 @@ class EvalReport:
     merged_keys: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     wall_time_s: float = 0.0
+    # Where it ran (`memoryd.platform.host.machine_info`): latency and ingest rates are the
+    # host's.
+    machine: dict[str, Any] = field(default_factory=dict)
 
 
 def identical_modes(results: list[ModeResult]) -> list[str]:

@@ -30,6 +30,7 @@ from memoryd.evaluation.report import (
     render_chat,
     write_json,
 )
+from memoryd.platform.host import machine_info
 from memoryd.platform.settings import Settings
 from memoryd.records.schemas import SearchMode
 
@@ -340,6 +341,7 @@ def run_evaluation(
         modes=list(options.modes),
         top_k=options.top_k, as_of=options.as_of.isoformat() if options.as_of else None,
         started_at=started_at.isoformat(), inputs=inputs, git=git_state(), settings=used,
+        machine=machine_info(),
         counts={
             "users": len(corpus.users), "items": outcome.items, "memories": outcome.memories,
             "merged_items": outcome.items - outcome.memories,
@@ -440,6 +442,7 @@ def run_chat(
         },
     )
     report.wall_time_s = round(time.perf_counter() - began, 2)
+    report.machine = machine_info()
     return report
 
 

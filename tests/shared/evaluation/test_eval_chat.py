@@ -92,6 +92,7 @@ def test_chat_protocol_end_to_end_on_longmemeval(tmp_path: Path) -> None:
     assert "protocol=chat" in done.stdout and "/v1/context" in done.stdout
     report = json.loads(out.read_text())
     assert report["protocol"] == "chat" and report["name"] == "longmemeval"
+    assert report["machine"]["nproc"] >= 1 and "cpu_features" in report["machine"]
     ingest = report["ingest"]
     # Per user: session 1 is one user turn and its reply (the empty turn is left out);
     # session 2 is two user turns, each with the replies after it.

@@ -145,6 +145,8 @@ def test_locomo_end_to_end(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert report["dataset"] == "locomo" and report["embedder"] == "e5-small"
     assert report["modes"] == MODES and report["git"]["commit"]
+    # Where it ran: a rate or a latency is the host's.
+    assert report["machine"]["nproc"] >= 1 and "cpu_features" in report["machine"]
     assert report["counts"] == {
         "users": 2, "items": 20, "memories": 20, "merged_items": 0,
         "questions_evaluated": 5, "questions_skipped_no_evidence": 1,
