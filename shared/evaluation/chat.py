@@ -304,6 +304,7 @@ def chat_report(
     *, dataset: str, name: str, embedder: str, started_at: datetime, inputs: dict[str, str],
     git: dict[str, Any], settings: dict[str, Any], outcome: ChatIngest,
     answers: Sequence[ChatAnswer], order: Sequence[str], counts: dict[str, int],
+    machine: dict[str, Any] | None = None,
 ) -> ChatReport:
     return ChatReport(
         dataset=dataset, name=name, embedder=embedder,
@@ -321,5 +322,5 @@ def chat_report(
             "context": mx.latency_summary([a.context_ms for a in answers]),
             "search": mx.latency_summary([a.search_ms for a in answers]),
         },
-        questions=list(answers),
+        questions=list(answers), machine=machine or {},
     )

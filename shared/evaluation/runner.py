@@ -430,7 +430,8 @@ def run_chat(
         embedder = settings.embedder
     report = chat.chat_report(
         dataset=options.dataset, name=name, embedder=embedder, started_at=started_at,
-        inputs=inputs, git=git_state(), settings=used, outcome=outcome, answers=answers,
+        inputs=inputs, git=git_state(), machine=machine_info(), settings=used,
+        outcome=outcome, answers=answers,
         order=order, counts={
             "users": len(dialogues), "questions_evaluated": len(questions),
             "questions_skipped_no_evidence": qset.skipped_no_evidence,
@@ -442,7 +443,6 @@ def run_chat(
         },
     )
     report.wall_time_s = round(time.perf_counter() - began, 2)
-    report.machine = machine_info()
     return report
 
 

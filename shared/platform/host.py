@@ -1,6 +1,6 @@
 """The machine a benchmark or an evaluation ran on, for its report's header: figures from
 different hosts differ (the e5 engine's int8 kernels need AVX-512 VNNI or AMX, and a host
-without them runs the model at about half the speed), so a report says where it ran."""
+without them runs the model far slower), so a report says where it ran."""
 
 from __future__ import annotations
 
