@@ -62,6 +62,7 @@ def verbatim(
         kind=MemoryKind.EPISODE,
         sources=[message_source(cmd, index, job_id)],
         turn_role=turn_role,
+        created_at=cmd.received_at,
     )
 
 
@@ -101,6 +102,7 @@ def rule_candidates(
             sources=[message_source(cmd, users[p], job_id) for p in positions],
             # Beside episodes, the thread's order is the turns' (a hit's neighbours).
             sequenced=not cmd.episodes,
+            created_at=cmd.received_at,
         )
         for c, positions in extract_rules_sourced(
             [cmd.messages[i].content for i in users],

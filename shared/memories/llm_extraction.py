@@ -211,6 +211,7 @@ class LLMExtraction:
             episodes=[self.episode_of[cmd.request_index(i)] for i in drawn
                       if cmd.request_index(i) in self.episode_of],
             sequenced=not cmd.episodes,
+            created_at=cmd.received_at,
         )
 
     def _apply(self, cmd: IngestCommand, step: Step, when: Any, job_id: str) -> None:

@@ -84,6 +84,9 @@ _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 # The most episodes (of a forgotten thread or range) and facts (drawn from them) a forget
 # reads in one scroll: one user's, far above any real conversation.
 CASCADE_LIMIT = 100_000
+# The most memories of a thread a late job moves back to take its place in the
+# conversation (`MemoryWriter._in_arrival_order`); a job later than that stays at the end.
+REORDER_LIMIT = 256
 
 
 def dedup_threshold(settings_value: float | None, embedder: str) -> float:
@@ -389,6 +392,8 @@ class MemoryWriter:
             # The episode each message of this job became: the facts drawn from a message
             # link to it (a fact's `episodes`).
             episode_of: dict[tuple[str | None, int], str] = {}
+            # The memories this job placed in each thread, in order (`_in_arrival_order`).
+            placed: dict[str, list[str]] = {}
             for candidate, vector in zip(candidates, vectors, strict=True):
                 if candidate.kind is MemoryKind.FACT and not candidate.episodes:
                     linked = [episode_of[(s.job_id, s.message_index)] for s in candidate.sources
@@ -401,11 +406,13 @@ class MemoryWriter:
                                          pending)
                 if seq is not None and result.memory.thread_seq == seq:
                     next_seq[candidate.thread_id] += 1
+                    placed.setdefault(str(candidate.thread_id), []).append(result.memory.id)
                 if candidate.turn_role is not None:
                     for source in candidate.sources:
                         if source.message_index is not None:
                             episode_of[(source.job_id, source.message_index)] = result.memory.id
                 results.append(result)
+            self._in_arrival_order(owner, placed, pending)
             # One upsert and one audit append for the whole job, still under the lock; then
             # the provenance that repeats added to memories stored before this job.
             self.writes.upsert(owner, pending.points)
@@ -416,6 +423,39 @@ class MemoryWriter:
             self.audit.append_audit([e.model_copy(update={"actor": actor}) for e in pending.events]
                                     if actor else pending.events)
         return results
+
+    def _in_arrival_order(
+        self, owner: Owner, placed: dict[str, list[str]], pending: _Pending
+    ) -> None:
+        """Each thread's order is the order its interactions reached the gateway, whatever
+        order the workers wrote them in.
+
+        Jobs of one user can run at once (the user's share of the memory queue, the bulk
+        queue's threads), so a later turn may take the lock first. The memories this job
+        placed at the thread's end (`placed`) then move in front of the stored ones created
+        after this job arrived (`created_ts`, the gateway's `received_at` for what an
+        interaction brought), which move back by as many places: a hit's next turn and
+        its neighbours are the conversation's. Bounded: past `REORDER_LIMIT` later
+        memories, the job's stay at the end."""
+        for thread, ids in placed.items():
+            mine = [pending.records[i] for i in ids if i in pending.records]
+            if not mine:
+                continue
+            # At the payload's own precision (`created_ts`, milliseconds), so a memory that
+            # arrived in the same millisecond is not "later".
+            arrived = round(min(r.created_at for r in mine).timestamp(), 3)
+            later = [p for p in self.store.find(
+                owner, [Match("thread_id", thread), Between("created_ts", gt=arrived)],
+                REORDER_LIMIT + 1, order_by="thread_seq", descending=False)
+                if p.id not in pending.records and p.payload.get("thread_seq") is not None]
+            if not later or len(later) > REORDER_LIMIT:
+                continue
+            first = min(int(p.payload["thread_seq"]) for p in later)
+            for offset, record in enumerate(mine):
+                pending.replace(record.model_copy(update={"thread_seq": first + offset}))
+            for p in later:
+                self.writes.set_payload(owner, [p.id], {
+                    "thread_seq": int(p.payload["thread_seq"]) + len(mine)})
 
     def _next_thread_seq(self, owner: Owner, threads: set[str | None]) -> dict[str | None, int]:
         """Position of the next memory in each thread: retrieval finds a hit's neighbours by it.

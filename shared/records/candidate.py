@@ -22,7 +22,9 @@ class Candidate:
     key: str | None = None
     thread_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-    # Imports carry the original creation time and state; everything else starts now, enabled.
+    # Imports carry the original creation time and state. What an interaction brings was
+    # created when the gateway accepted it (`received_at`): a thread's order follows that,
+    # not when a worker got to it (`MemoryWriter.write`). Everything else starts now, enabled.
     created_at: datetime | None = None
     enabled: bool = True
     expires_at: datetime | None = None
