@@ -15,8 +15,11 @@
  * with F16C; with AVX-512 VNNI, two blocks share one 512-bit register; where
  * the CPU has AMX and Linux grants its tiles, the matmul runs one TDPBUSD per
  * 16 rows x 16 tokens x block (matmul_q4q8_amx) and gathers each token's
- * outputs from the tile's columns. Weights are unpacked per call, not once at
- * load: the matmul waits on the weights' stream from memory, and bytes would
+ * outputs from the tile's columns; a token's pair of block scales and byte
+ * sums is loaded once and spread by one permute; a full group's outputs are
+ * written 8 at a time; attention keeps four independent chains of key scores
+ * and takes tokens two at a time, each key and value row loaded once for
+ * both. Weights are unpacked per call, not once at load: the matmul waits on the weights' stream from memory, and bytes would
  * double it. Each step's measurement, and what was tried and dropped:
  * docs/decisions/0003-e5-kernels.md. */
 
@@ -174,6 +177,8 @@ static inline __attribute__((always_inline)) void rows8_tokens512(
         int NT, int t0, const int8_t *wexp, const float *dwt, int nin, int nb,
         const int8_t *aq, const float *ad, const int32_t *as, float out[][RO]) {
     const __m512i order = pair_order();
+    /* lanes 0-7 from a pair's first block, 8-15 from its second */
+    const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     __m512 acc[2][RO], corr[2];
     float sc[2][2 * RO] __attribute__((aligned(64)));   /* [u][r][block of the pair] */
 #pragma GCC unroll 2
@@ -189,9 +194,10 @@ static inline __attribute__((always_inline)) void rows8_tokens512(
         for (int u = 0; u < NT; u++) {
             size_t t = (size_t)(t0 + u), tb = t * nb + b;
             av[u] = _mm512_permutexvar_epi32(order, _mm512_loadu_si512(aq + t * nin + b * QK));
-            __m512 adp = _mm512_insertf32x8(_mm512_set1_ps(ad[tb]), _mm256_set1_ps(ad[tb + 1]), 1);
-            __m512 asp = _mm512_insertf32x8(_mm512_set1_ps((float)as[tb]),
-                                            _mm256_set1_ps((float)as[tb + 1]), 1);
+            __m512 adp = _mm512_permutexvar_ps(
+                halves, _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd((const double *)(ad + tb)))));
+            __m512 asp = _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(
+                halves, _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)(as + tb)))));
             __m512 s16 = _mm512_mul_ps(dwb, adp);
             corr[u] = _mm512_fmadd_ps(s16, asp, corr[u]);
             _mm512_store_ps(sc[u], _mm512_permutexvar_ps(order, s16));
@@ -421,9 +427,18 @@ static void matmul_q4q8(const block_q4_0 *W, const float *bias,
                     out[0][r] = acc;
                 }
 #endif
-                for (int u = 0; u < nt; u++)
-                    for (int r = 0; r < ro; r++)
-                        Y[(size_t)(t + u) * nout + oo + r] = (bias ? bias[oo + r] : 0.f) + out[u][r];
+                for (int u = 0; u < nt; u++) {
+                    float *y = Y + (size_t)(t + u) * nout + oo;
+#if defined(__AVX2__)
+                    if (ro == RO) {   /* the same additions, 8 at a time */
+                        __m256 o = _mm256_loadu_ps(out[u]);
+                        _mm256_storeu_ps(y, bias ? _mm256_add_ps(_mm256_loadu_ps(bias + oo), o)
+                                                 : _mm256_add_ps(_mm256_setzero_ps(), o));
+                        continue;
+                    }
+#endif
+                    for (int r = 0; r < ro; r++) y[r] = (bias ? bias[oo + r] : 0.f) + out[u][r];
+                }
                 t += nt;
             }
         }
@@ -432,12 +447,108 @@ static void matmul_q4q8(const block_q4_0 *W, const float *bias,
 }
 #undef RO
 
+/* prob[0..n) exponentiated after their max, in place; returns 1 / their sum. */
+static inline float softmax_scale(float *RESTRICT prob, int n) {
+    float mx = -1e30f;
+    for (int s = 0; s < n; s++) mx = prob[s] > mx ? prob[s] : mx;
+    float sum = 0.f;
+    for (int s = 0; s < n; s++) { prob[s] = expf(prob[s] - mx); sum += prob[s]; }
+    return 1.f / sum;
+}
+
+/* One token's attention weights over the n keys of its text: the scores of
+ * query row qh against the transposed, pre-scaled keys kt ([e][s], rows n8
+ * long), exponentiated after the max into prob; returns 1 / their sum. The
+ * scores accumulate in registers 8 keys at a time over the head's dimensions,
+ * four groups of 8 at once so that no accumulator waits on its own last add. */
+static inline float attention_weights(const float *RESTRICT qh, const float *RESTRICT kt,
+                                      int n, int n8, int hd, float *RESTRICT prob) {
+#if defined(__AVX2__)
+    int s = 0;
+    for (; s + 32 <= n8; s += 32) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int e = 0; e < hd; e++) {
+            const float *r = kt + (size_t)e * n8 + s;
+            __m256 qe = _mm256_set1_ps(qh[e]);
+            a0 = _mm256_fmadd_ps(qe, _mm256_load_ps(r), a0);
+            a1 = _mm256_fmadd_ps(qe, _mm256_load_ps(r + 8), a1);
+            a2 = _mm256_fmadd_ps(qe, _mm256_load_ps(r + 16), a2);
+            a3 = _mm256_fmadd_ps(qe, _mm256_load_ps(r + 24), a3);
+        }
+        _mm256_store_ps(prob + s, a0); _mm256_store_ps(prob + s + 8, a1);
+        _mm256_store_ps(prob + s + 16, a2); _mm256_store_ps(prob + s + 24, a3);
+    }
+    for (; s < n8; s += 8) {
+        __m256 acc = _mm256_setzero_ps();
+        for (int e = 0; e < hd; e++)
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(qh[e]), _mm256_load_ps(kt + (size_t)e * n8 + s), acc);
+        _mm256_store_ps(prob + s, acc);
+    }
+#else
+    for (int s = 0; s < n; s++) {
+        float d = 0.f;
+        for (int e = 0; e < hd; e++) d += qh[e] * kt[(size_t)e * n8 + s];
+        prob[s] = d;
+    }
+#endif
+    return softmax_scale(prob, n);
+}
+
+/* attention_weights for two tokens at once, each key row loaded once for
+ * both: the same sums in the same order. */
+static inline void attention_weights2(const float *RESTRICT qa, const float *RESTRICT qb,
+                                      const float *RESTRICT kt, int n, int n8, int hd,
+                                      float *RESTRICT pa, float *RESTRICT pb, float inv[2]) {
+#if defined(__AVX2__)
+    int s = 0;
+    for (; s + 32 <= n8; s += 32) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+        for (int e = 0; e < hd; e++) {
+            const float *r = kt + (size_t)e * n8 + s;
+            __m256 k0 = _mm256_load_ps(r), k1 = _mm256_load_ps(r + 8);
+            __m256 k2 = _mm256_load_ps(r + 16), k3 = _mm256_load_ps(r + 24);
+            __m256 x = _mm256_set1_ps(qa[e]), y = _mm256_set1_ps(qb[e]);
+            a0 = _mm256_fmadd_ps(x, k0, a0); b0 = _mm256_fmadd_ps(y, k0, b0);
+            a1 = _mm256_fmadd_ps(x, k1, a1); b1 = _mm256_fmadd_ps(y, k1, b1);
+            a2 = _mm256_fmadd_ps(x, k2, a2); b2 = _mm256_fmadd_ps(y, k2, b2);
+            a3 = _mm256_fmadd_ps(x, k3, a3); b3 = _mm256_fmadd_ps(y, k3, b3);
+        }
+        _mm256_store_ps(pa + s, a0); _mm256_store_ps(pa + s + 8, a1);
+        _mm256_store_ps(pa + s + 16, a2); _mm256_store_ps(pa + s + 24, a3);
+        _mm256_store_ps(pb + s, b0); _mm256_store_ps(pb + s + 8, b1);
+        _mm256_store_ps(pb + s + 16, b2); _mm256_store_ps(pb + s + 24, b3);
+    }
+    for (; s < n8; s += 8) {
+        __m256 a = _mm256_setzero_ps(), b = a;
+        for (int e = 0; e < hd; e++) {
+            __m256 k0 = _mm256_load_ps(kt + (size_t)e * n8 + s);
+            a = _mm256_fmadd_ps(_mm256_set1_ps(qa[e]), k0, a);
+            b = _mm256_fmadd_ps(_mm256_set1_ps(qb[e]), k0, b);
+        }
+        _mm256_store_ps(pa + s, a); _mm256_store_ps(pb + s, b);
+    }
+#else
+    for (int s = 0; s < n; s++) {
+        float a = 0.f, b = 0.f;
+        for (int e = 0; e < hd; e++) {
+            a += qa[e] * kt[(size_t)e * n8 + s];
+            b += qb[e] * kt[(size_t)e * n8 + s];
+        }
+        pa[s] = a; pb[s] = b;
+    }
+#endif
+    inv[0] = softmax_scale(pa, n);
+    inv[1] = softmax_scale(pb, n);
+}
+
 /* Scaled dot-product attention, each token over its own text's tokens only
  * (the segment [sstart[t], send[t]); segments are contiguous from token 0).
- * Per head and text, the keys are copied once, transposed and pre-scaled, so
- * a token's scores accumulate in registers 8 keys at a time over the head's
- * dimensions, and its output row accumulates in registers over the keys (the
- * original's loops added into memory and waited on their own stores). */
+ * Per head and text, the keys are copied once, transposed and pre-scaled
+ * (attention_weights), and two tokens' output rows accumulate together in
+ * registers over the keys, each value row loaded once for both (the
+ * original's loops added into memory and waited on their own stores). Each
+ * output element is the same sum in the same order as one token at a time. */
 static void attention(const float *q, const float *k, const float *v, float *ctx,
                       const int *sstart, const int *send, int T, int H, int NH, int hd,
                       int maxp, float scale) {
@@ -446,7 +557,7 @@ static void attention(const float *q, const float *k, const float *v, float *ctx
 #pragma omp parallel
     {
         float *kt = (float *)aligned_alloc(32, sizeof(float) * (size_t)hd * stride); /* [e][s] */
-        float *prob = (float *)aligned_alloc(32, sizeof(float) * (size_t)stride);
+        float *prob = (float *)aligned_alloc(32, sizeof(float) * (size_t)stride * 2);
 #pragma omp for schedule(static)
         for (int h = 0; h < NH; h++) {
             for (int s0 = 0; s0 < T; s0 = send[s0]) {
@@ -456,50 +567,63 @@ static void attention(const float *q, const float *k, const float *v, float *ctx
                     for (int s = 0; s < n; s++) row[s] = k[(size_t)(s0 + s) * H + h * hd + e] * scale;
                     for (int s = n; s < n8; s++) row[s] = 0.f;
                 }
-                for (int t = s0; t < s0 + n; t++) {
-                    const float *qh = q + (size_t)t * H + h * hd;
-                    float *ch = ctx + (size_t)t * H + h * hd;
+                for (int t = s0; t < s0 + n; t += 2) {
+                    int pair = t + 1 < s0 + n;
+                    float inv[2];
+                    if (pair)
+                        attention_weights2(q + (size_t)t * H + h * hd, q + (size_t)(t + 1) * H + h * hd,
+                                           kt, n, n8, hd, prob, prob + stride, inv);
+                    else
+                        inv[0] = attention_weights(q + (size_t)t * H + h * hd, kt, n, n8, hd, prob);
 #if defined(__AVX2__)
-                    for (int s = 0; s < n8; s += 8) {
-                        __m256 acc = _mm256_setzero_ps();
-                        for (int e = 0; e < hd; e++)
-                            acc = _mm256_fmadd_ps(_mm256_set1_ps(qh[e]),
-                                                  _mm256_load_ps(kt + (size_t)e * n8 + s), acc);
-                        _mm256_store_ps(prob + s, acc);
-                    }
-#else
-                    for (int s = 0; s < n; s++) {
-                        float d = 0.f;
-                        for (int e = 0; e < hd; e++) d += qh[e] * kt[(size_t)e * n8 + s];
-                        prob[s] = d;
-                    }
-#endif
-                    float mx = -1e30f;
-                    for (int s = 0; s < n; s++) mx = prob[s] > mx ? prob[s] : mx;
-                    float sum = 0.f;
-                    for (int s = 0; s < n; s++) { prob[s] = expf(prob[s] - mx); sum += prob[s]; }
-                    float inv = 1.f / sum;
-#if defined(__AVX2__)
-                    if (hd == 32) {
+                    if (hd == 32 && pair) {
+                        const float *p0 = prob, *p1 = prob + stride;
                         __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+                        __m256 d0 = c0, d1 = c0, d2 = c0, d3 = c0;
                         for (int s = 0; s < n; s++) {
-                            __m256 p = _mm256_set1_ps(prob[s] * inv);
                             const float *vh = v + (size_t)(s0 + s) * H + h * hd;
-                            c0 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vh), c0);
-                            c1 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vh + 8), c1);
-                            c2 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vh + 16), c2);
-                            c3 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vh + 24), c3);
+                            __m256 v0 = _mm256_loadu_ps(vh), v1 = _mm256_loadu_ps(vh + 8);
+                            __m256 v2 = _mm256_loadu_ps(vh + 16), v3 = _mm256_loadu_ps(vh + 24);
+                            __m256 a = _mm256_set1_ps(p0[s] * inv[0]);
+                            __m256 b = _mm256_set1_ps(p1[s] * inv[1]);
+                            c0 = _mm256_fmadd_ps(a, v0, c0); d0 = _mm256_fmadd_ps(b, v0, d0);
+                            c1 = _mm256_fmadd_ps(a, v1, c1); d1 = _mm256_fmadd_ps(b, v1, d1);
+                            c2 = _mm256_fmadd_ps(a, v2, c2); d2 = _mm256_fmadd_ps(b, v2, d2);
+                            c3 = _mm256_fmadd_ps(a, v3, c3); d3 = _mm256_fmadd_ps(b, v3, d3);
                         }
+                        float *ch = ctx + (size_t)t * H + h * hd, *dh = ch + H;
                         _mm256_storeu_ps(ch, c0); _mm256_storeu_ps(ch + 8, c1);
                         _mm256_storeu_ps(ch + 16, c2); _mm256_storeu_ps(ch + 24, c3);
+                        _mm256_storeu_ps(dh, d0); _mm256_storeu_ps(dh + 8, d1);
+                        _mm256_storeu_ps(dh + 16, d2); _mm256_storeu_ps(dh + 24, d3);
                         continue;
                     }
 #endif
-                    for (int e = 0; e < hd; e++) ch[e] = 0.f;
-                    for (int s = 0; s < n; s++) {
-                        float p = prob[s] * inv;
-                        const float *vh = v + (size_t)(s0 + s) * H + h * hd;
-                        for (int e = 0; e < hd; e++) ch[e] += p * vh[e];
+                    for (int u = 0; u <= pair; u++) {
+                        const float *pu = prob + (size_t)u * stride;
+                        float *ch = ctx + (size_t)(t + u) * H + h * hd;
+#if defined(__AVX2__)
+                        if (hd == 32) {
+                            __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+                            for (int s = 0; s < n; s++) {
+                                __m256 a = _mm256_set1_ps(pu[s] * inv[u]);
+                                const float *vh = v + (size_t)(s0 + s) * H + h * hd;
+                                c0 = _mm256_fmadd_ps(a, _mm256_loadu_ps(vh), c0);
+                                c1 = _mm256_fmadd_ps(a, _mm256_loadu_ps(vh + 8), c1);
+                                c2 = _mm256_fmadd_ps(a, _mm256_loadu_ps(vh + 16), c2);
+                                c3 = _mm256_fmadd_ps(a, _mm256_loadu_ps(vh + 24), c3);
+                            }
+                            _mm256_storeu_ps(ch, c0); _mm256_storeu_ps(ch + 8, c1);
+                            _mm256_storeu_ps(ch + 16, c2); _mm256_storeu_ps(ch + 24, c3);
+                            continue;
+                        }
+#endif
+                        for (int e = 0; e < hd; e++) ch[e] = 0.f;
+                        for (int s = 0; s < n; s++) {
+                            float p = pu[s] * inv[u];
+                            const float *vh = v + (size_t)(s0 + s) * H + h * hd;
+                            for (int e = 0; e < hd; e++) ch[e] += p * vh[e];
+                        }
                     }
                 }
             }

