@@ -239,7 +239,7 @@ def with_best_passages(
         payloads.update(found)
         for offset, point_id in enumerate(batch):
             content = found.get(point_id, {}).get("content")
-            best = (best_passage_score(query, str(content), owner.tenant_id) if content
+            best = (best_passage_score(query, str(content), scope=owner.tenant_id) if content
                     else None)
             if best is not None:
                 exact[read + offset] = min(best, exact[read + offset])

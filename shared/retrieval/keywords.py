@@ -209,7 +209,7 @@ def keyword_vector(text: str) -> tuple[list[int], list[float]] | None:
     return indices, [weights[i] for i in indices]
 
 
-def best_passage_score(query: dict[int, float], text: str, scope: str = "") -> float | None:
+def best_passage_score(query: dict[int, float], text: str, *, scope: str) -> float | None:
     """A long text's keyword score by its single best passage: the sum of the query's term
     weights times each term's BM25 weight within one passage (`keyword_vector`'s passages),
     at the passage where that sum is highest; None for a short text (one passage), whose
@@ -217,8 +217,8 @@ def best_passage_score(query: dict[int, float], text: str, scope: str = "") -> f
     taken from any passage, an upper bound of this: matches scattered over several passages
     of a long reply add up there, and outrank the one short turn that holds them all
     (docs/decisions/0031-keywords-by-best-passage.md). `scope`: whose search it is
-    (`passage_weights`)."""
-    passages = passage_weights(text, scope)
+    (`passage_weights`), required so that no caller shares one tenant's entries with another."""
+    passages = passage_weights(text, scope=scope)
     if passages is None:
         return None
     return max(sum(w * weights.get(i, 0.0) for i, w in query.items()) for weights in passages)
@@ -233,7 +233,7 @@ def _passage_weights(text: str) -> tuple[dict[int, float], ...] | None:
 _PASSAGE_WEIGHTS: TextMemo[tuple[dict[int, float], ...] | None] = TextMemo(2048)
 
 
-def passage_weights(text: str, scope: str = "") -> tuple[dict[int, float], ...] | None:
+def passage_weights(text: str, *, scope: str) -> tuple[dict[int, float], ...] | None:
     """A long text's BM25 weights passage by passage; None for a short text. Kept per
     `scope` (the tenant searching, as `TextMemo` explains): a user's long memories come
     back search after search, and reading one costs ~1-5 ms (the weights of a text take

@@ -39,7 +39,7 @@ def test_a_short_turn_holding_every_word_outranks_a_long_reply_scattering_them(
     vector = query_keyword_vector(QUERY, own=lambda ids: (2, [2] * len(ids)))
     assert vector is not None
     query = dict(zip(*vector, strict=True))
-    best = best_passage_score(query, LONG)
+    best = best_passage_score(query, LONG, scope="t")
     assert best is not None
     assert long_hit["explanation"]["keyword"] == pytest.approx(best, rel=1e-4)
     assert long_hit["explanation"]["keyword_rank"] == 2
@@ -94,7 +94,7 @@ def test_the_keyword_head_is_every_memory_scored_by_its_best_passage(
     query = dict(zip(*vector, strict=True))
 
     def score(content: str, v: tuple[list[int], list[float]] | None) -> float:
-        best = best_passage_score(query, content)
+        best = best_passage_score(query, content, scope="t")
         if best is not None:
             return best
         weights = dict(zip(*v, strict=True)) if v else {}

@@ -36,22 +36,22 @@ def query(text: str) -> dict[int, float]:
 
 
 def test_a_short_text_keeps_its_stored_score() -> None:
-    assert len(split_parts("Melanie painted a sunset at the lake.")) == 1
-    assert best_passage_score(query("sunset lake"), "Melanie painted a sunset at the lake.") \
-        is None
-    assert passage_weights("Melanie painted a sunset at the lake.") is None
+    short = "Melanie painted a sunset at the lake."
+    assert len(split_parts(short)) == 1
+    assert best_passage_score(query("sunset lake"), short, scope="t") is None
+    assert passage_weights("Melanie painted a sunset at the lake.", scope="t") is None
 
 
 def test_a_long_text_scores_its_best_passage_not_its_scattered_matches() -> None:
     text = long_text("Melanie painted a sunset.", "The lake was frozen in January.")
     q = query("Melanie painted the lake")
-    passages = passage_weights(text)
+    passages = passage_weights(text, scope="t")
     assert passages is not None and len(passages) > 2
     sums = [sum(w * p.get(i, 0.0) for i, w in q.items()) for p in passages]
-    best = best_passage_score(q, text)
+    best = best_passage_score(q, text, scope="t")
     assert best == max(sums) > 0
     # The store's score takes "lake" from one passage and "painted" from another.
     assert stored_score(q, text) > best
     # Both in one passage: that passage holds every match, and is the score.
     together = long_text("Melanie painted the frozen lake in January.")
-    assert best_passage_score(q, together) == pytest.approx(stored_score(q, together))
+    assert best_passage_score(q, together, scope="t") == pytest.approx(stored_score(q, together))

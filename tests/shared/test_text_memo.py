@@ -44,10 +44,10 @@ def test_the_memo_holds_digests_and_results_no_text() -> None:
 
 def test_long_memories_keyword_weights_are_kept_by_digest() -> None:
     text = " ".join(f"On day {i} I practised the cello in Lisbon with Ana." for i in range(300))
-    first = keywords.passage_weights(text)
+    first = keywords.passage_weights(text, scope="t1")
     assert first is not None and len(first) > 1
-    assert keywords.passage_weights(text) is first  # kept, not read again
-    assert keywords.passage_weights(text, "t2") == first  # another tenant's own entry
-    assert keywords.passage_weights(text, "t2") is not first
+    assert keywords.passage_weights(text, scope="t1") is first  # kept, not read again
+    assert keywords.passage_weights(text, scope="t2") == first  # another tenant's own entry
+    assert keywords.passage_weights(text, scope="t2") is not first
     held = pickle.dumps(keywords._PASSAGE_WEIGHTS._entries)
     assert b"Lisbon" not in held and b"cello" not in held
