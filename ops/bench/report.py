@@ -124,6 +124,12 @@ def table_rows(report: dict[str, Any]) -> list[Row]:
             goal_text("long_default_turns_per_s", g["turns_per_s"]) if name == "default" else "")
         row(f"  the model alone on the same turns ({how}), 1 per call",
             g["embedder_alone_per_s"], "turns/s", contention(g))
+        if name == "default" and g.get("turns"):
+            facts = g["facts"] / g["turns"]
+            row("  what a turn costs: its episode's passages and the facts drawn from it, "
+                "one embedding each", round(g["passages_mean"] + facts, 2), "embeddings",
+                f"{g['passages_mean']:.2f} passages + {facts:.2f} facts; "
+                f"{1000 / g['turns_per_s']:.0f} ms of the worker a turn")
     search = report.get("search")
     if search:
         bound = search["embedder_bound"]

@@ -100,6 +100,11 @@ def test_bench_runs_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
     assert report["long_ingest"]["parts"]["passages_mean"] > 1
     assert report["long_ingest"]["whole"]["passages_mean"] == 1
     assert "long turns (" in proc.stdout
+    # As a chat server posts them: a user and an assistant turn each, both kept, and what a
+    # turn costs the model printed beside its rate.
+    default = report["long_ingest"]["default"]
+    assert default["turns"] == default["episodes"] == 6 and default["turns_per_s"] > 0
+    assert "what a turn costs: its episode's passages and the facts drawn from it" in proc.stdout
     assert set(report["goals"]) == {"enqueue_p50_ms", "ingest_memories_per_s",
                                     "ingest_default_threads_memories_per_s",
                                     "long_turns_per_s", "long_default_turns_per_s"}
