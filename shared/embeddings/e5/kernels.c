@@ -194,8 +194,9 @@ static inline __attribute__((always_inline)) void rows8_tokens512(
         for (int u = 0; u < NT; u++) {
             size_t t = (size_t)(t0 + u), tb = t * nb + b;
             av[u] = _mm512_permutexvar_epi32(order, _mm512_loadu_si512(aq + t * nin + b * QK));
-            __m512 adp = _mm512_permutexvar_ps(
-                halves, _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd((const double *)(ad + tb)))));
+            /* 64-bit loads through __m128i, which may alias any type */
+            __m512 adp = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(
+                _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(ad + tb)))));
             __m512 asp = _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(
                 halves, _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)(as + tb)))));
             __m512 s16 = _mm512_mul_ps(dwb, adp);
