@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 from billiard.einfo import ExceptionInfo
 from celery import Celery, Task
+from celery.exceptions import Reject
 from celery.utils.time import get_exponential_backoff_interval
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -126,7 +127,23 @@ class MemoryTask(Task[Any, dict[str, Any]]):
         # Back to the queue it was routed to (a backfill goes to the bulk queue).
         if self.name in TaskName.__members__.values():
             options.setdefault("queue", queue_for(TaskName(self.name), sent).value)
-        return super().retry(args, kwargs, exc, throw, eta, countdown, max_retries, **options)
+        try:
+            return super().retry(args, kwargs, exc, throw, eta, countdown, max_retries,
+                                 **options)
+        except Reject as rejected:
+            # (celery-types does not declare Reject's two attributes)
+            reason: Exception | str | None = getattr(rejected, "reason", None)
+            if getattr(rejected, "requeue", False):
+                raise
+            # Celery rejects without requeue when it cannot send the retry: the broker went
+            # away under it (a Redis restart). Acked, the message would be gone and the job
+            # with it. It goes back to its queue instead: at once, or, with the broker still
+            # down, when the consumer reconnects (workers/inprocess.py) or its visibility
+            # timeout passes. Running the job again is safe: its writes are idempotent.
+            log.warning("retry_not_sent_requeued",
+                        error=exception_summary(reason) if isinstance(reason, Exception)
+                        else str(reason), **_origin(str(self.request.id), sent))
+            raise Reject(reason, requeue=True) from rejected
 
     def on_retry(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: ExceptionInfo
