@@ -313,6 +313,9 @@ def run_evaluation(
             console.print(text)
 
     began, started_at = time.perf_counter(), datetime.now(UTC)
+    # The code measured is the code at the start: a commit made during an hour's run
+    # would otherwise be credited with it.
+    git = git_state()
     corpus, qset, inputs = load_dataset(options, Settings().max_messages)
     inputs = {**inputs, **limits_of(options)}
     questions = select_questions(options, qset.questions)
@@ -340,7 +343,7 @@ def run_evaluation(
         dataset=options.dataset, name=options.name or options.dataset, embedder=embedder,
         modes=list(options.modes),
         top_k=options.top_k, as_of=options.as_of.isoformat() if options.as_of else None,
-        started_at=started_at.isoformat(), inputs=inputs, git=git_state(), settings=used,
+        started_at=started_at.isoformat(), inputs=inputs, git=git, settings=used,
         machine=machine_info(),
         counts={
             "users": len(corpus.users), "items": outcome.items, "memories": outcome.memories,
@@ -404,6 +407,9 @@ def run_chat(
             console.print(text)
 
     began, started_at = time.perf_counter(), datetime.now(UTC)
+    # The code measured is the code at the start: a commit made during an hour's run
+    # would otherwise be credited with it.
+    git = git_state()
     dialogues, qset, inputs, key_field, left_out = load_dialogues(options)
     inputs = {**inputs, **limits_of(options)}
     questions = select_questions(options, qset.questions)
@@ -430,7 +436,7 @@ def run_chat(
         embedder = settings.embedder
     report = chat.chat_report(
         dataset=options.dataset, name=name, embedder=embedder, started_at=started_at,
-        inputs=inputs, git=git_state(), machine=machine_info(), settings=used,
+        inputs=inputs, git=git, machine=machine_info(), settings=used,
         outcome=outcome, answers=answers,
         order=order, counts={
             "users": len(dialogues), "questions_evaluated": len(questions),
