@@ -3,7 +3,7 @@
 Celery's `Task.retry` publishes the retry's message, and when that fails (the broker went
 away under the worker: a Redis restart) it raises `Reject(requeue=False)`, and the
 delivered message is acked and gone. The chaos drill `tests/faults/test_embedded_faults.py
-::test_redis_restart_loses_no_queued_job` lost a job that way, now and then. Here the
+::test_redis_restart_loses_no_queued_job` lost a job that way once. Here the
 broker is one nothing listens on, so the publish fails for real, every time."""
 
 from __future__ import annotations
