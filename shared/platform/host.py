@@ -1,6 +1,8 @@
 """The machine a benchmark or an evaluation ran on, for its report's header: figures from
-different hosts differ (the e5 engine's int8 kernels need AVX-512 VNNI or AMX, and a host
-without them runs the model far slower), so a report says where it ran."""
+different hosts differ, so a report says where it ran. The CPU flags are among them: the
+e5 engine's int8 kernels run fastest with AVX-512 VNNI or AMX (on one AMD EPYC, its AVX2
+build embeds long turns about a fifth slower: `python -m ops.probes.e5_engine --threads 1
+--flags "-O2 -ftree-vectorize -march=x86-64-v3 -ffast-math"`, docs/decisions/0003)."""
 
 from __future__ import annotations
 

@@ -19,8 +19,9 @@
  * sums is loaded once and spread by one permute; a full group's outputs are
  * written 8 at a time; attention keeps four independent chains of key scores
  * and takes tokens two at a time, each key and value row loaded once for
- * both. Weights are unpacked per call, not once at load: the matmul waits on the weights' stream from memory, and bytes would
- * double it. Each step's measurement, and what was tried and dropped:
+ * both. Weights are unpacked per call, not once at load: the matmul waits on
+ * the weights' stream from memory, and bytes would double it. Each step's
+ * measurement, and what was tried and dropped:
  * docs/decisions/0003-e5-kernels.md. */
 
 /* Quantize activations X[L,nin] to per-block int8 (Q8_0): x * (127 / amax)
