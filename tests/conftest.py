@@ -30,6 +30,7 @@ LONG_RUNNING = (
     "tests/faults/test_worker_killed.py", "tests/ops/test_bench_ab_smoke.py",
     "tests/workers/test_bulk_queue.py", "tests/workers/test_time_limits.py",
     "tests/api/test_forget_erasure.py", "tests/faults/test_embedded_faults.py",
+    "tests/faults/test_redis_away.py",
     "tests/api/test_schemathesis.py", "tests/workers/test_memoryd_up.py",
     "tests/ops/test_bench_fairness_smoke.py",
 )

@@ -18,6 +18,7 @@ from celery import Celery, Task
 from celery.exceptions import Reject
 from celery.utils.time import get_exponential_backoff_interval
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from memoryd.index import reindex
@@ -28,6 +29,7 @@ from memoryd.jobs.leases import keeper
 from memoryd.jobs.names import TaskName, queue_for
 from memoryd.jobs.shown import arguments_shown, shown
 from memoryd.memories.writes import MemoryWriter
+from memoryd.platform import failpoints
 from memoryd.platform.errors import AppError, JobRunning, TransientError
 from memoryd.platform.logs import exception_summary, get_logger
 from memoryd.platform.settings import Settings
@@ -153,13 +155,19 @@ class MemoryTask(Task[Any, dict[str, Any]]):
             return
         log.warning("task_retrying", error=str(exc), **_origin(task_id, kwargs))
         if self.tracks_job:
-            get_runtime().jobs.mark_retrying(task_id, error_body(exc))
+            try:
+                get_runtime().jobs.mark_retrying(task_id, error_body(exc))
+            except RedisError as recording:
+                # The retry is already sent, so this state is only shown. Raised, the
+                # error would make Celery fail this run and record the job `failed`.
+                log.warning("job_state_not_recorded", state="retrying",
+                            error=str(recording), **_origin(task_id, kwargs))
 
     def on_success(self, retval: Any, task_id: str, args: Any, kwargs: Any) -> None:
-        # None: the run tracks no job (maintenance tasks).
+        # The success itself is recorded by the run (`_succeeded`). None: the run tracks no
+        # job (maintenance tasks).
         result = getattr(self.request, _RESULT, None)
         if self.tracks_job and result is not None and not time_limits.abandoned():
-            get_runtime().jobs.mark_succeeded(task_id, result)
             self._emit_webhooks(task_id, kwargs, result=result)
 
     def on_failure(
@@ -177,8 +185,8 @@ class MemoryTask(Task[Any, dict[str, Any]]):
 
     def _emit_webhooks(self, task_id: str, kwargs: Any, result: dict[str, Any] | None = None,
                        error: dict[str, Any] | None = None) -> None:
-        """The job's webhook events, right where its outcome is recorded: once per job
-        (their ids come from the job's), and never failing it (`Webhooks.emit`)."""
+        """The job's webhook events, once its outcome is recorded: once per job (their ids
+        come from the job's), and never failing it (`Webhooks.emit`)."""
         sent = envelope(kwargs)
         if sent.tenant_id is not None and sent.user_id is not None:
             get_runtime().webhooks.emit(
@@ -202,8 +210,7 @@ class MemoryTask(Task[Any, dict[str, Any]]):
             parsed = parse_command(model, command)
             with rt.index.writing() as view, view.embedder.session():
                 result = action(rt.writer(view), parsed, job_id)
-            log.info("task_succeeded")
-            return self._finished(job_id, result)
+            return self._succeeded(job_id, result)
 
     @contextmanager
     def _lease(self, job_id: str) -> Iterator[None]:
@@ -227,10 +234,24 @@ class MemoryTask(Task[Any, dict[str, Any]]):
         finally:
             keeper.drop(token)
 
+    def _succeeded(self, job_id: str, result: dict[str, Any]) -> dict[str, Any]:
+        """Record the job's success as part of its run, still under its lease and before
+        its message is acknowledged. Celery calls `on_success` after the run, logs and
+        swallows what it raises, then acknowledges: a success that Redis was not there to
+        record then left the job `running` for good. Raised here, a Redis error is the
+        run's, and the job is retried or its message given back like any other run's
+        (its writes are idempotent; a later run that finds it done does nothing)."""
+        if self.tracks_job and not time_limits.abandoned():
+            # Drills take Redis away right here: the writes done, the success not recorded.
+            failpoints.reach(failpoints.JOB_FINISH)
+            get_runtime().jobs.mark_succeeded(job_id, result)
+        log.info("task_succeeded")
+        return self._finished(job_id, result)
+
     def _finished(self, job_id: str, result: dict[str, Any]) -> dict[str, Any]:
-        """The job's whole result waits for `on_success` (which runs after the task returns,
-        right before the ack), and Celery gets only its ids and sizes: its return value goes
-        into task events, so Flower (shared/jobs/shown.py)."""
+        """The job's whole result waits for `on_success` (its webhook events), and Celery
+        gets only its ids and sizes: its return value goes into task events, so Flower
+        (shared/jobs/shown.py)."""
         if self.tracks_job:
             setattr(self.request, _RESULT, result)
         return shown(result)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import zlib
 from collections import Counter
 from collections.abc import Iterable
@@ -115,7 +116,22 @@ def wait_jobs(client: httpx.Client, job_ids: list[str], timeout_s: float) -> flo
         pending = still
         return not pending
 
-    return wait_until(finished, timeout_s, f"{len(job_ids)} jobs to succeed", 0.1)
+    try:
+        return wait_until(finished, timeout_s, f"{len(job_ids)} jobs to succeed", 0.1)
+    except ScenarioFailed as exc:
+        # What the late ones are doing, for a drill that failed where nobody watched (CI).
+        states = Counter(str(client.get(f"/v1/jobs/{j}").json().get("status")) for j in pending)
+        raise ScenarioFailed(f"{exc}; {len(pending)} not done ({dict(states)}), first "
+                             f"{pending[0]}") from exc
+
+
+def recovered(client: httpx.Client, job_ids: list[str], user: str,
+              timeout_s: float) -> tuple[float, list[str]]:
+    """Seconds from now until every job succeeded, and `user`'s memories then: a drill
+    calls it right as its fault ends (its "max recovery")."""
+    back = time.monotonic()
+    wait_jobs(client, job_ids, timeout_s)
+    return time.monotonic() - back, list_contents(client, user)
 
 
 # --- a fake hosted embedding API ---------------------------------------------------------

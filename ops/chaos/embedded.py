@@ -24,6 +24,7 @@ from ops.chaos.common import (
     list_contents,
     note_text,
     raw_interaction,
+    recovered,
     tally,
     wait_jobs,
 )
@@ -105,11 +106,8 @@ def stack_killed_and_restarted(work: Path, n: int, embedder: str = "e5-small") -
         started = time.monotonic()
         stack.start()
         notes.append(f"restart {time.monotonic() - started:.1f}s")
-        ready = time.monotonic()
         with stack.client() as api:
-            wait_jobs(api, job_ids, 120)
-            recovery = time.monotonic() - ready
-            contents = list_contents(api, user)
+            recovery, contents = recovered(api, job_ids, user, 120)
         log = stack.log_path.read_text(errors="replace")
         if "requeued_unacked_after_crash" not in log:
             raise ScenarioFailed("the restarted stack did not requeue the crashed run's tasks")
@@ -130,14 +128,46 @@ def redis_restarted(work: Path, n: int, embedder: str = "e5-small") -> Row:
                        if api.get(f"/v1/jobs/{j}").json().get("status") != "succeeded")
             redis.stop()  # SIGTERM: Redis fsyncs its AOF and exits
             redis = ensure_redis(url, work / "redis-data")
-            back = time.monotonic()
-            wait_jobs(api, job_ids, 180)
-            recovery = time.monotonic() - back
-            contents = list_contents(api, user)
+            recovery, contents = recovered(api, job_ids, user, 180)
     finally:
         redis.stop()
     return tally("Redis restarted (AOF), jobs queued", n, texts, contents, recovery,
                  [f"{left} of {n} not done at the restart"])
+
+
+# Where `redis_away_at` takes Redis away, and what a job has done there.
+AWAY_AT = {
+    failpoints.BROKER_TAKEN: "a worker took its message off the queue",
+    failpoints.JOB_FINISH: "its writes are done, its success not yet recorded",
+}
+
+
+def redis_away_at(work: Path, failpoint: str, n: int, pause_s: float = 3.0,
+                  outage_s: float = 4.0, embedder: str = "e5-small") -> Row:
+    """Redis goes away while the first job to reach `failpoint` waits there (see AWAY_AT),
+    and is back `outage_s` after that job went on: every job still ends `succeeded`, each
+    memory stored once."""
+    user = f"redis-away-{uuid.uuid4().hex[:8]}"
+    texts = [note_text("a", i) for i in range(n)]
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    redis = ensure_redis(url, work / "redis-data")
+    fp_dir = work / "failpoints"
+    fp_dir.mkdir(parents=True, exist_ok=True)
+    stack = UpStack("redis-away", work / "data", work, embedder=embedder, redis_url=url,
+                    failpoints=failpoint, failpoint_dir=fp_dir, failpoint_pause_s=pause_s)
+    try:
+        with running(stack), stack.client() as api:
+            job_ids = post_all(api, [raw_interaction(user, t) for t in texts])
+            wait_until(lambda: failpoints.reached(fp_dir, failpoint) is not None, 120,
+                       f"a job to reach {failpoint}")
+            redis.stop()
+            time.sleep(pause_s + outage_s)  # the job goes on while Redis is away
+            redis = ensure_redis(url, work / "redis-data")
+            recovery, contents = recovered(api, job_ids, user, 120)
+    finally:
+        redis.stop()
+    return tally(f"Redis away when {AWAY_AT[failpoint]}", n, texts, contents, recovery,
+                 [f"Redis away {pause_s + outage_s:.0f}s"])
 
 
 def embedder_unreachable(work: Path, n: int, outage_s: float = 3.0, **settings: object) -> Row:
@@ -166,10 +196,7 @@ def embedder_unreachable(work: Path, n: int, outage_s: float = 3.0, **settings: 
             wait_until(retrying, 60, "a job to retry with embedder_unavailable")
             time.sleep(outage_s)
             fake.start()
-            back = time.monotonic()
-            wait_jobs(api, job_ids, 180)
-            recovery = time.monotonic() - back
-            contents = list_contents(api, user)
+            recovery, contents = recovered(api, job_ids, user, 180)
     finally:
         fake.stop()
     return tally("embedding provider unreachable", n, texts, contents, recovery,

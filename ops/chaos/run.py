@@ -25,10 +25,12 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from memoryd.platform import failpoints
 from ops.chaos.common import Row
 from ops.chaos.embedded import (
     concurrent_workers,
     embedder_unreachable,
+    redis_away_at,
     redis_restarted,
     stack_killed_and_restarted,
 )
@@ -59,6 +61,8 @@ def scenarios(quick: bool) -> dict[str, Scenario]:
             w, size(100, 6), kills=size(6, 2)),
         "stack-kill": lambda w: stack_killed_and_restarted(w, size(200, 10)),
         "redis-restart": lambda w: redis_restarted(w, size(500, 30)),
+        "redis-away-taken": lambda w: redis_away_at(w, failpoints.BROKER_TAKEN, size(50, 4)),
+        "redis-away-finish": lambda w: redis_away_at(w, failpoints.JOB_FINISH, size(50, 4)),
         "store-down": lambda w: store_unreachable(w, size(200, 10), outage_s=size(10, 2)),
         "embedder-down": lambda w: embedder_unreachable(w, size(200, 10), outage_s=size(10, 2)),
         "concurrent": lambda w: concurrent_workers(w, size(1000, 80), threads=8),

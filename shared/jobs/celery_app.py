@@ -8,11 +8,13 @@ worker's, or an embedded stack's given to its `Runtime`."""
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from celery import Celery
 
+from memoryd.jobs.broker import TRANSPORT, ReturnTakenMessages
 from memoryd.jobs.names import QUEUE_OF, QueueName, TaskName
 from memoryd.platform.settings import Settings
 
@@ -55,6 +57,12 @@ def configure(app: Celery, settings: Settings) -> None:
     changed = task_policy(app) != policy
     app.conf.update(
         broker_url=settings.redis_url,
+        # kombu's Redis transport, keeping a message it took but could not record
+        # (memoryd.jobs.broker); rediss:// verifies the server's certificate, as memoryd's
+        # own Redis clients do.
+        broker_transport=TRANSPORT,
+        broker_use_ssl=({"ssl_cert_reqs": ssl.CERT_REQUIRED}
+                        if settings.redis_url.startswith("rediss://") else False),
         broker_connection_retry_on_startup=True,
         broker_connection_timeout=settings.redis_timeout_s,
         broker_transport_options={
@@ -108,5 +116,6 @@ def configure(app: Celery, settings: Settings) -> None:
 def create_app(settings: Settings) -> Celery:
     app = Celery("memoryd", set_as_current=False)
     configure(app, settings)
+    app.steps["consumer"].add(ReturnTakenMessages)
     return app
 

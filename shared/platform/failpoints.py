@@ -9,7 +9,10 @@ failpoint costs one frozenset lookup.
 
 Failpoints: `store.upsert` (a memory point written, its job neither finished nor acked),
 `embed.documents` (before the embedding call of a write), `llm.extract` (an LLM extraction
-job right before the model is asked; `ops/chaos/llm.py` kills a worker there).
+job right before the model is asked; `ops/chaos/llm.py` kills a worker there), `job.finish`
+(a job's writes done, its success not yet recorded nor its message acked;
+`ops/chaos/embedded.py` takes Redis away there), `broker.taken` (a worker has taken a
+message off its queue and not yet recorded it as unacknowledged: memoryd.jobs.broker).
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from memoryd.platform.settings import Settings
 STORE_UPSERT = "store.upsert"
 EMBED_DOCUMENTS = "embed.documents"
 LLM_EXTRACT = "llm.extract"  # an LLM extraction job, just before the model is asked
-KNOWN = frozenset({STORE_UPSERT, EMBED_DOCUMENTS, LLM_EXTRACT})
+JOB_FINISH = "job.finish"  # a job done, before its success is recorded and acked
+BROKER_TAKEN = "broker.taken"  # a message off its queue, not yet recorded as unacked
+KNOWN = frozenset({STORE_UPSERT, EMBED_DOCUMENTS, LLM_EXTRACT, JOB_FINISH, BROKER_TAKEN})
 
 _armed: frozenset[str] = frozenset()
 _dir: Path | None = None

@@ -1,5 +1,6 @@
 """Embedded mode (`memoryd up` as a subprocess): the stack SIGKILLed and restarted, Redis
-restarted, the embedding provider gone, eight worker threads on one user's repeated facts."""
+restarted, the embedding provider gone, eight worker threads on one user's repeated facts.
+Redis gone at a chosen point of a job: tests/faults/test_redis_away.py."""
 
 from __future__ import annotations
 
