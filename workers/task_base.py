@@ -223,7 +223,7 @@ class MemoryTask(Task[Any, dict[str, Any]]):
         rt = get_runtime()
         ttl_s = rt.settings.job_lease_s
         token = keeper.token()
-        busy_for = rt.jobs.take_lease(job_id, token, ttl_s)
+        busy_for = keeper.take(rt.jobs, job_id, token, ttl_s)
         if busy_for is not None:
             raise self.retry(exc=JobRunning(f"job {job_id} is running in another delivery"),
                              countdown=min(busy_for, ttl_s) + 0.2,
