@@ -7,6 +7,7 @@ with other Settings (the embedded stack's, a test's) runs its tasks with those."
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -63,6 +64,27 @@ def error_body(exc: BaseException) -> dict[str, Any]:
     # An unexpected exception's message may quote the text it failed on: the job record keeps
     # its type only (its traceback, equally without the text, is in the worker's log).
     return {"code": "internal_error", "message": exception_summary(exc)}
+
+
+# How long a worker thread waits for Redis to record a job's final failure. Celery decides
+# that a run failed for good after the run, so nothing retries it from here: the record is
+# the job's last word (the failed-jobs list, `POST /v1/jobs/{id}/retry`'s arguments), and a
+# Redis restart takes seconds.
+FAILURE_RECORD_WAIT_S = 30.0
+
+
+def _while_redis_returns(write: Callable[[], None], wait_s: float) -> bool:
+    """`write()`, tried again every half second while Redis does not answer, for up to
+    `wait_s`; False when it never went through."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            write()
+            return True
+        except RedisError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.5)
 
 
 def _origin(task_id: str, kwargs: Any) -> dict[str, Any]:
@@ -180,8 +202,14 @@ class MemoryTask(Task[Any, dict[str, Any]]):
                   exc_info=not isinstance(exc, AppError) and over is None,
                   **_origin(task_id, kwargs))
         if self.tracks_job:
-            get_runtime().jobs.mark_failed(task_id, error_body(exc), dict(kwargs or {}))
-            self._emit_webhooks(task_id, kwargs, error=error_body(exc))
+            # Drills take Redis away right here: the job failed, its failure not recorded.
+            failpoints.reach(failpoints.JOB_FAIL)
+            body, sent = error_body(exc), dict(kwargs or {})
+            if not _while_redis_returns(
+                    lambda: get_runtime().jobs.mark_failed(task_id, body, sent),
+                    FAILURE_RECORD_WAIT_S):
+                log.error("job_state_not_recorded", state="failed", **_origin(task_id, kwargs))
+            self._emit_webhooks(task_id, kwargs, error=body)
 
     def _emit_webhooks(self, task_id: str, kwargs: Any, result: dict[str, Any] | None = None,
                        error: dict[str, Any] | None = None) -> None:

@@ -16,11 +16,13 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 
+from memoryd.platform.redis_runtime import ensure_redis, free_port
 from ops.stack import ScenarioFailed, wait_until
 from tests.support.local_http import ReopenableServer
 
@@ -123,6 +125,29 @@ def wait_jobs(client: httpx.Client, job_ids: list[str], timeout_s: float) -> flo
         states = Counter(str(client.get(f"/v1/jobs/{j}").json().get("status")) for j in pending)
         raise ScenarioFailed(f"{exc}; {len(pending)} not done ({dict(states)}), first "
                              f"{pending[0]}") from exc
+
+
+class RestartableRedis:
+    """A redis-server of the drill's own on a free port, with its AOF under `data_dir`,
+    that a drill stops (SIGTERM: Redis fsyncs its AOF and exits) and starts again on the
+    same port and directory."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.url = f"redis://127.0.0.1:{free_port()}/0"
+        self._dir = data_dir
+        self._handle = ensure_redis(self.url, data_dir)
+
+    def stop(self) -> None:
+        self._handle.stop()
+
+    def start(self) -> None:
+        self._handle = ensure_redis(self.url, self._dir)
+
+    def __enter__(self) -> RestartableRedis:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
 
 
 def recovered(client: httpx.Client, job_ids: list[str], user: str,

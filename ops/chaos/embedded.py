@@ -17,9 +17,9 @@ import httpx
 from memoryd.extraction.rules import extract_rules
 from memoryd.platform import failpoints
 from memoryd.platform.redis_process import pid_alive
-from memoryd.platform.redis_runtime import ensure_redis, free_port
 from ops.chaos.common import (
     FakeOpenAIEmbeddings,
+    RestartableRedis,
     Row,
     list_contents,
     note_text,
@@ -118,19 +118,15 @@ def redis_restarted(work: Path, n: int, embedder: str = "e5-small") -> Row:
     """Restart Redis (SIGTERM, start again on the same AOF) while jobs are queued."""
     user = f"redis-restart-{uuid.uuid4().hex[:8]}"
     texts = [note_text("q", i) for i in range(n)]
-    url = f"redis://127.0.0.1:{free_port()}/0"
-    redis = ensure_redis(url, work / "redis-data")
-    stack = UpStack("redis", work / "data", work, embedder=embedder, redis_url=url)
-    try:
+    with RestartableRedis(work / "redis-data") as redis:
+        stack = UpStack("redis", work / "data", work, embedder=embedder, redis_url=redis.url)
         with running(stack), stack.client() as api:
             job_ids = post_all(api, [raw_interaction(user, t) for t in texts])
             left = sum(1 for j in job_ids
                        if api.get(f"/v1/jobs/{j}").json().get("status") != "succeeded")
-            redis.stop()  # SIGTERM: Redis fsyncs its AOF and exits
-            redis = ensure_redis(url, work / "redis-data")
+            redis.stop()
+            redis.start()
             recovery, contents = recovered(api, job_ids, user, 180)
-    finally:
-        redis.stop()
     return tally("Redis restarted (AOF), jobs queued", n, texts, contents, recovery,
                  [f"{left} of {n} not done at the restart"])
 
@@ -149,23 +145,20 @@ def redis_away_at(work: Path, failpoint: str, n: int, pause_s: float = 3.0,
     memory stored once."""
     user = f"redis-away-{uuid.uuid4().hex[:8]}"
     texts = [note_text("a", i) for i in range(n)]
-    url = f"redis://127.0.0.1:{free_port()}/0"
-    redis = ensure_redis(url, work / "redis-data")
     fp_dir = work / "failpoints"
     fp_dir.mkdir(parents=True, exist_ok=True)
-    stack = UpStack("redis-away", work / "data", work, embedder=embedder, redis_url=url,
-                    failpoints=failpoint, failpoint_dir=fp_dir, failpoint_pause_s=pause_s)
-    try:
+    with RestartableRedis(work / "redis-data") as redis:
+        stack = UpStack("redis-away", work / "data", work, embedder=embedder,
+                        redis_url=redis.url, failpoints=failpoint, failpoint_dir=fp_dir,
+                        failpoint_pause_s=pause_s)
         with running(stack), stack.client() as api:
             job_ids = post_all(api, [raw_interaction(user, t) for t in texts])
             wait_until(lambda: failpoints.reached(fp_dir, failpoint) is not None, 120,
                        f"a job to reach {failpoint}")
             redis.stop()
             time.sleep(pause_s + outage_s)  # the job goes on while Redis is away
-            redis = ensure_redis(url, work / "redis-data")
+            redis.start()
             recovery, contents = recovered(api, job_ids, user, 120)
-    finally:
-        redis.stop()
     return tally(f"Redis away when {AWAY_AT[failpoint]}", n, texts, contents, recovery,
                  [f"Redis away {pause_s + outage_s:.0f}s"])
 

@@ -19,12 +19,12 @@ from pathlib import Path
 import httpx
 
 from memoryd.platform import failpoints
-from memoryd.platform.redis_runtime import ensure_redis, free_port
 from memoryd.records.models import Owner
 from memoryd.store.client import QdrantClientStore
 from ops.chaos.common import (
     TENANT,
     FakeOpenAIEmbeddings,
+    RestartableRedis,
     Row,
     note_text,
     raw_interaction,
@@ -45,6 +45,7 @@ class ServerMode:
     worker: Proc
     fake: FakeOpenAIEmbeddings
     failpoint_dir: Path
+    redis: RestartableRedis
 
     def post(self, user: str, texts: list[str]) -> list[str]:
         ids = []
@@ -75,7 +76,7 @@ def server_mode(work: Path, settings: dict[str, object] | None = None,
     work.mkdir(parents=True, exist_ok=True)
     fp_dir = work / "failpoints"
     fp_dir.mkdir(exist_ok=True)
-    redis = ensure_redis(f"redis://127.0.0.1:{free_port()}/0", work / "redis-data")
+    redis = RestartableRedis(work / "redis-data")
     fake = FakeOpenAIEmbeddings().start()
     values: dict[str, object] = {
         "redis_url": redis.url, "embedder": "openai:fake-embed",
@@ -92,7 +93,7 @@ def server_mode(work: Path, settings: dict[str, object] | None = None,
         procs.append(worker)
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEY}"},
                           timeout=30, trust_env=False) as api:
-            yield ServerMode(work, api, worker, fake, fp_dir)
+            yield ServerMode(work, api, worker, fake, fp_dir, redis)
     finally:
         for proc in reversed(procs):
             proc.stop()

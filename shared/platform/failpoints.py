@@ -11,7 +11,8 @@ Failpoints: `store.upsert` (a memory point written, its job neither finished nor
 `embed.documents` (before the embedding call of a write), `llm.extract` (an LLM extraction
 job right before the model is asked; `ops/chaos/llm.py` kills a worker there), `job.finish`
 (a job's writes done, its success not yet recorded nor its message acked;
-`ops/chaos/embedded.py` takes Redis away there), `broker.taken` (a worker has taken a
+`ops/chaos/embedded.py` takes Redis away there), `job.fail` (a job failed for good, its
+failure not yet recorded), `broker.taken` (a worker has taken a
 message off its queue and not yet recorded it as unacknowledged: memoryd.jobs.broker).
 """
 
@@ -29,8 +30,10 @@ STORE_UPSERT = "store.upsert"
 EMBED_DOCUMENTS = "embed.documents"
 LLM_EXTRACT = "llm.extract"  # an LLM extraction job, just before the model is asked
 JOB_FINISH = "job.finish"  # a job done, before its success is recorded and acked
+JOB_FAIL = "job.fail"  # a job failed for good, before its failure is recorded
 BROKER_TAKEN = "broker.taken"  # a message off its queue, not yet recorded as unacked
-KNOWN = frozenset({STORE_UPSERT, EMBED_DOCUMENTS, LLM_EXTRACT, JOB_FINISH, BROKER_TAKEN})
+KNOWN = frozenset({STORE_UPSERT, EMBED_DOCUMENTS, LLM_EXTRACT, JOB_FINISH, JOB_FAIL,
+                   BROKER_TAKEN})
 
 _armed: frozenset[str] = frozenset()
 _dir: Path | None = None
