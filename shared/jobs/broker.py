@@ -1,12 +1,11 @@
-"""kombu's Redis transport with its one message-losing window closed.
+"""kombu's Redis transport, keeping the messages it took but could not record.
 
 kombu takes a message off its queue (BRPOP) and only then records it as unacknowledged
 (`QoS.append`: the `unacked` hash and `unacked_index` zset that every later restore reads).
 When Redis goes away between the two (a restart, a failover, a dropped connection), the
 message exists only in the consumer's memory: `append` raises, Celery never sees the
-message, no restore can find it, and its job stays `queued` for good. The Redis restart
-drill lost one job of 20 that way (`tests/faults/test_embedded_faults.py`): the server's
-log of commands showed the RPOP of its message and no record after it.
+message, no restore can find it, and its job stays `queued` for good
+(`tests/faults/test_redis_away.py` stops Redis right there, failpoint `broker.taken`).
 
 Here a message whose record could not be written is kept in this process (`TAKEN`) and
 given back to the head of its queue once Redis answers again: by `ReturnTakenMessages`,
@@ -16,8 +15,9 @@ received such a message, so giving it back cannot run its job twice; if the reco
 written after all (its reply lost), the message is left to the restores that read it.
 
 A process that dies while holding such a message (SIGKILL, or a prefork worker's
-"Unrecoverable error" before Redis is back) still loses it: the window is narrower, not
-gone, and the kept count is logged (`broker_message_kept`).
+"Unrecoverable error" before Redis is back) still loses it, and the kept count is logged
+(`broker_message_kept`). Not closed here: Redis can run the BRPOP and exit before its
+reply is sent; no worker ever holds that message (docs/faults.md).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""Embedded mode: Redis goes away while a job waits at a failpoint, at the two places where
-it once took the job with it, and comes back; every job still ends `succeeded`, its memory
+"""Redis goes away while a job waits at a failpoint, at the places where it once took the
+job, or its end, with it, and comes back; every job still ends as it should, each memory
 stored once.
 
 - `broker.taken`: the worker has taken the message off its queue and not yet recorded it as
-  unacknowledged. kombu alone loses the message there (the Redis restart drill lost one job
-  in about fifteen runs that way); memoryd.jobs.broker keeps it and gives it back.
+  unacknowledged. kombu alone loses the message there (this test fails without the
+  keeping); memoryd.jobs.broker keeps it and gives it back.
 - `job.finish`: the job's writes are done and its success not yet recorded. Recorded by
   Celery's `on_success`, a failure to record was logged and the message acknowledged, the
   job left `running`; the run records it now (workers/task_base.py `_succeeded`).
