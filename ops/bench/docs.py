@@ -742,10 +742,19 @@ def readme_rows(results: Path, previous: str | None = None) -> list[Row]:
     """README's figures: the headline of each report present, with its command; for a
     report not in `results`, the rows `previous` (README as it is) showed from it."""
     shown = _shown_rows(previous)
-    rows = _eval_rows(results)
-    # An eval set with no report here keeps the rows README showed for it.
-    commands = {command for _, _, command in rows}
-    rows += [row for row in shown.get(_EVAL_ROWS, []) if row[2] not in commands]
+    fresh: dict[str, list[Row]] = {}
+    for row in _eval_rows(results):
+        fresh.setdefault(row[2], []).append(row)
+    # An eval set with no report here keeps the rows README showed for it, and every set
+    # keeps its place: a rerun of one set does not move its rows to the top.
+    rows: list[Row] = []
+    for row in shown.get(_EVAL_ROWS, []):
+        if row[2] not in fresh:
+            rows.append(row)
+        elif not any(r[2] == row[2] for r in rows):
+            rows += fresh[row[2]]
+    placed = {command for _, _, command in rows}
+    rows += [row for command, found in fresh.items() if command not in placed for row in found]
     for command, name in _ROW_REPORTS.items():
         make = {"bench.json": _bench_rows, "hostile.json": _hostile_rows,
                 "bench-waits.json": _waits_rows, "fairness.json": _fairness_rows}[name]

@@ -352,6 +352,22 @@ def test_an_eval_set_not_rerun_keeps_its_block_and_readme_rows(tmp_path: Path) -
     assert kept == readme
 
 
+def test_a_rerun_sets_readme_rows_keep_their_place(tmp_path: Path) -> None:
+    """A set rerun alone refreshes its README rows where README showed them: the rows of
+    sets with no report here do not end up after it."""
+    results = tmp_path / "results"
+    write_reports(results, 1.0)
+    readme = (f"# x\n\n{README_BEGIN}\n| figure | value | reproduce with |\n|---|---|---|\n"
+              "| MADial zh recall@5, hybrid | 0.599 | `memoryd eval madial` |\n"
+              "| LoCoMo recall@10, hybrid | 0.111 | `memoryd eval locomo` |\n"
+              f"{README_END}\n")
+    block = README_BLOCK.search(render_readme(readme, results)).group(0)  # type: ignore[union-attr]
+    lines = block.splitlines()
+    madial = lines.index("| MADial zh recall@5, hybrid | 0.599 | `memoryd eval madial` |")
+    locomo = lines.index("| LoCoMo recall@10, hybrid | 0.598 | `memoryd eval locomo` |")
+    assert madial < locomo and "0.111" not in block
+
+
 def test_a_chat_rerun_on_a_kept_store_shows_no_ingest_rate() -> None:
     """Turns reposted to a store that holds them already are no ingest: the page says so
     instead of showing their rate."""
