@@ -250,12 +250,22 @@ def english_words(head: str) -> tuple[tuple[str, str], ...]:
     """A Chinese token's English keyword tokens (stems), best first, each with the gloss
     word it was stemmed from (the first one, for a stem several glosses share). A word the
     dictionary lacks (a compound such as 放风筝, "fly a kite") is read by the dictionary
-    words inside it, their first terms before their second ones, `MAX_TERMS` in all."""
+    words inside it, their first terms before their second ones, `MAX_TERMS` in all. A
+    two-character word holds no shorter dictionary word for the segmenter (猫叫, "the cat
+    is called", is one token of 我的猫叫什么名字): it is read by its characters, each in
+    its first sense (docs/decisions/0039-a-two-character-word-by-its-characters.md)."""
     index = lexicon()
     words = index.english.get(head)
     if words is None:
-        parts = [index.english.get(p, ()) for p in dictionary_parts(head)
-                 if p not in STOPWORDS]
+        inner = dictionary_parts(head)
+        if inner:
+            parts = [index.english.get(p, ()) for p in inner if p not in STOPWORDS]
+        elif len(head) == 2:
+            # A character alone is read in its first sense only: it has more senses than
+            # a word, and each one more is a chance to match an unrelated memory.
+            parts = [index.english.get(c, ())[:1] for c in head if c not in STOPWORDS]
+        else:
+            parts = []
         words = tuple(w for rank in zip_longest(*parts) for w in rank if w is not None)
     first: dict[str, str] = {}
     for w in words:

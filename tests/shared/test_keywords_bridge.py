@@ -86,6 +86,9 @@ def test_the_installed_dictionary_bridges_both_ways() -> None:
     assert "医生" in chinese_terms(stem("doctor"))
     # A compound the dictionary lacks is read by the words inside it.
     assert stem("kite") in english_terms("放风筝")
+    # A two-character word the dictionary lacks holds no shorter word: its characters.
+    assert tokenize("我的猫叫什么名字?")[0] == "猫叫"
+    assert english_terms("猫叫") == (english_terms("猫")[0], english_terms("叫")[0])
     # Nothing for a word it does not know, or a name it does not hold.
     assert english_terms("Bart") == () and chinese_terms("bart") == ()
 
