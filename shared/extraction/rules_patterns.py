@@ -327,7 +327,8 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(_c(rf"^(?P<t>{ZH_TIME})[，,]?\s*我(?!们)\s*(?P<c>\S.*)"), "plan", "time_led"),
     Rule(
-        _c(rf"^我(?:打算|计划|准备(?!好)|决定|将要|将会|最近要|想去|要去|{ZH_TIME})\s*\S.*"),
+        _c(rf"^我们?(?:打算|计划|准备(?!好)|决定|将要|将会|最近要|想去|要去|{ZH_TIME})(?!一下)"
+           r"\s*\S.*"),
         "plan",
         "statement",
     ),
@@ -358,7 +359,9 @@ RULES: tuple[Rule, ...] = (
     Rule(
         _c(
             rf"^我{_ZH_PREF_ADV}(?:喜欢|喜爱|爱吃|爱喝|爱看|爱玩|爱|讨厌|不喜欢|偏好|偏爱|受不了"
-            rf"|不爱|痛恨|不吃|不喝)\s*{_ZH_PREF_OBJ}\S.*"
+            rf"|不爱|痛恨|不吃|不喝"
+            r"|(?:害怕|怕)(?=看|吃|喝|听|坐|冷|热|黑|高|狗|猫|蛇|虫|蜘蛛|老鼠|打针|辣|鬼))"
+            rf"\s*{_ZH_PREF_OBJ}\S.*"
         ),
         "preference",
         "statement",
@@ -386,6 +389,9 @@ RULES: tuple[Rule, ...] = (
             r"|running|training|working|volunteering|teaching|dating|swimming|cycling|school"
             r"|college|university|therapy|yoga)\b)"
             r"|(?:quit|left)\s+my\s+(?:job|company|team|band|school|program)\b"
+            r"|(?:finished|completed|earned|got)\s+my\s+(?:[\w']+\s+)?(?:degree|diploma|masters?"
+            r"|master's|phd|doctorate|bachelor's|certificate|certification|studies|thesis"
+            r"|apprenticeship)\b"
             r"|(?:joined|graduated|retired)\b(?!\s+(?:the|this|that)\s+(?:call|meeting|chat"
             r"|conversation|channel|server)\b)"
             r"|(?:was|got|have been|'ve been)\s+diagnosed\s+with\b"
@@ -394,6 +400,17 @@ RULES: tuple[Rule, ...] = (
             r"|(?:took up|picked up|signed up for|enrolled in)\s+(?!(?:it|that|this|the call)\b)"
             r"|have\s+been\s+(?:learning|studying|practicing|practising|taking|training"
             r"|playing|teaching|living|working|volunteering|running|trying to learn)\b).*"
+        ),
+        "fact",
+        "statement",
+    ),
+    Rule(
+        _c(
+            rf"^i(?:'ve|\s+have)\s+{_EN_ADV}been\s+(?!\w+ing\s+(?:it|this|that|them|these|those)\b)"
+            r"(?:a\s+|an\s+)?[\w\-]+(?:\s+[\w\-]+)?\s+for"
+            r"\s+(?:over\s+|almost\s+|nearly\s+|about\s+)?(?:\d+|a|an|one|two|three|four|five"
+            r"|six|seven|eight|nine|ten|twenty|several|many|a few)\s+(?:days?|weeks?|months?"
+            r"|years?|decades?)\b.*"
         ),
         "fact",
         "statement",
@@ -423,7 +440,24 @@ RULES: tuple[Rule, ...] = (
             r"|out|in with|house)\b.*"
             rf"|^i(?:'m| am)\s+{_EN_ADV}(?:expecting a baby|expecting twins|recovering from"
             r"|training for|on a diet|taking (?:\w+ )?(?:lessons|classes|a course)"
-            r"|trying to (?:lose weight|quit|learn|get pregnant))\b.*"
+            r"|trying to (?:lose weight|quit|learn|get pregnant|cut (?:down|back)|eat (?:less|more"
+            r"|healthier)|drink less|sleep more|get fit|save))\b.*"
+        ),
+        "fact",
+        "statement",
+    ),
+    Rule(
+        _c(
+            r"^i\s+(?:(?:can't|cannot|can not)\s+(?:eat|drink|have|tolerate|digest)"
+            r"|(?:don't|do not|no longer|never)\s+(?:eat|drink|smoke))\b"
+            r"(?!\s+(?:it|that|this|them|much|anything|enough|any\s+more\s+of\s+(?:it|that))\b).+"
+            r"|^i\s+(?:(?:have\s+)?(?:stopped|quit|gave up)\s+(?:eating|drinking|smoking|meat"
+            r"|alcohol|sugar|coffee|caffeine|dairy|gluten)\b"
+            r"|(?:take|am on|'m on)\s+(?:\w+\s+)?(?:medication|medicine|meds|pills|insulin"
+            r"|antidepressants|blood thinners)\b).*"
+            r"|^i\s+(?:usually|normally|typically|regularly|often|always)\s+(?:go|run|swim|walk"
+            r"|cycle|bike|drink|eat|cook|work|wake|get up|sleep|play|read|watch|take"
+            r"|practice|practise|train|visit|spend|do)\b.*"
         ),
         "fact",
         "statement",
@@ -438,7 +472,7 @@ RULES: tuple[Rule, ...] = (
         "statement",
     ),
     Rule(
-        _c(rf"^my\s+(?:(?:little|older|younger|big|baby|elder|new|best)\s+)?{_FAMILY_EN}"
+        _c(rf"^(?:my|our)\s+(?:(?:little|older|younger|big|baby|elder|new|best)\s+)?{_FAMILY_EN}"
            rf"(?:\s+[A-Z][\w\-]+)?\s+{_EN_ADV}(?!(?:and|&)\b)[a-z][\w']+\b\s*\S.*"),
         "fact",
         "statement",
@@ -463,7 +497,9 @@ RULES: tuple[Rule, ...] = (
     r"|结婚|订婚|离婚|生了|怀孕|换了"
             r"(?:一份|个|份)?(?:新)?(?:工作|公司|城市|专业|房子)|找到(?:了)?(?:新)?工作|入职|辞职"
             r"|离职|跳槽|升职|被裁|退休|毕业|在找(?:新)?工作|找(?:新)?工作|得了|患有|患了|确诊|被诊断|在减肥|在戒烟|在戒酒|骨折"
-            r"|失眠|吃素|乳糖不耐|有(?:高血压|糖尿病|哮喘|心脏病|抑郁症|焦虑症|过敏))\S*.*"
+            r"|失眠|吃素|乳糖不耐|有(?:高血压|糖尿病|哮喘|心脏病|抑郁症|焦虑症|过敏)"
+            r"|摔断|摔伤|扭伤|受伤|住院|做了手术|动了手术|(?:要|将|就要|快要)(?:结婚|搬家|生了|退休)"
+            r"|(?:大学|研究生|博士|硕士|本科|高中|初中)毕业)\S*.*"
         ),
         "fact",
         "statement",
@@ -471,7 +507,8 @@ RULES: tuple[Rule, ...] = (
     # Habits: "我每天早上喝一杯黑咖啡".
     Rule(
         _c(
-            r"^我(?:每天|每周|每晚|每年|每个?(?:周末|早上|晚上|星期[一二三四五六日天]?)|平时|平常"
+            r"^我(?:每天|每晚|每年|每个?(?:周末|早上|晚上|月)|每个?(?:周|星期|礼拜)[一二三四五六日天]?"
+            r"|平时|平常"
             r"|通常|一般)(?:早上|晚上|中午|下午|都|会|要|也){0,3}(?:喝|吃|跑|练|去|看|读|骑|游"
             r"|做|睡|起|走|打|弹|写|画|学)\S.*"
         ),
@@ -484,7 +521,20 @@ RULES: tuple[Rule, ...] = (
         "statement",
     ),
     Rule(
-        _c(rf"^我(?:的)?{_FAMILY_ZH}(?![们的]?[吗呢吧])\S.*"),
+        _c(
+            r"^我(?:最近|今年|去年|上个月|前段时间|从去年|从今年)?(?:开始|坚持)"
+            r"(?!想|觉得|担心|怀疑|明白|意识|后悔|怀念|有点|慌)\S.*"
+            r"|^我(?:们)?家(?:里)?(?:有|养了|养着)\S.*"
+            r"|^我(?:开|骑|用)的是\S.*"
+            rf"|^我{_ZH_ADV}(?:(?:不能|不可以|不敢)(?:吃|喝)|吃不了|喝不了)\S.*"
+            r"|^我(?:的)?(?:腰|胃|颈椎|膝盖|肝|心脏|眼睛|视力|睡眠|身体|牙|皮肤|腿|背|肩膀)"
+            r"(?:一直)?(?:不好|不太好|有问题|很差|不行|受过伤)\S*.*"
+        ),
+        "fact",
+        "statement",
+    ),
+    Rule(
+        _c(rf"^我(?:们)?(?:的|家的|家)?{_FAMILY_ZH}(?![们的]?[吗呢吧])\S.*"),
         "fact",
         "statement",
     ),
@@ -536,7 +586,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         _c(
             r"^我(?:叫|的名字(?:是|叫)|名字叫|对.{1,30}?过敏|今年\d{1,3}岁|来自|毕业于|出生在|出生于"
-            r"|在.{1,30}?(?:工作|上班|上学|读书|实习|当)|住在|住|养了|养着|会说)\S*.*"
+            r"|在.{1,30}?(?:工作|上班|上学|读书|实习|当|长大)|住在|住|养了|养着|会说)\S*.*"
         ),
         "fact",
         "statement",
@@ -575,7 +625,7 @@ EXPLICIT_IMPORTANCE = 8
 ADVERBS = frozenset(
     "really also absolutely just truly totally still actually generally usually definitely "
     "genuinely seriously always never often sometimes rarely mostly currently now only even "
-    "kinda recently finally already officially newly".split()
+    "kinda recently finally already officially newly typically normally regularly".split()
 )
 UNCHANGED_VERBS = frozenset(
     "can could should would will shall may might must can't cannot couldn't shouldn't wouldn't "
@@ -596,6 +646,7 @@ EN_START = (
     (_c(r"^i'll\b"), "User will"),
     (_c(r"^i'd\b"), "User would"),
     (_c(r"^my\b"), "User's"),
+    (_c(r"^our\b"), "User and family's"),
 )
 EN_I = _c(r"\bi\b(?:'m|'ve|'ll|'d)?(?![/.\-]\w)")
 EN_OBJECT_WORDS = _c(r"\b(?:myself|mine|my|me)\b")
