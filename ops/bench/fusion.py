@@ -15,7 +15,9 @@ evaluation run per rule. It screens rules; `memoryd eval` measures the one kept 
 turns a hybrid page brings along are left out here). `part` fits the keyword half-point and
 the hybrid calibration midpoint by where the best hit of a user who has the evidence and
 the best hit of a user who has none part (docs/decisions/0029-keyword-statistics-no-one-
-else-moves.md).
+else-moves.md); `part --rule NAME` fits the hybrid midpoint under another rule of `RULES`.
+The "half by mass" rules are decision 0040's screen (docs/decisions/0040-keyword-half-by-
+query-mass.md): `score <dumps> --only mass`, `part <dumps> --rule "<its name>"`.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import argparse
 import pickle
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +42,7 @@ from memoryd.platform.settings import Settings
 from memoryd.records.models import Owner
 from memoryd.records.schemas import SearchMode, SearchRequest
 from memoryd.retrieval import scoring
+from memoryd.retrieval.keywords import BRIDGE_WEIGHT, query_keyword_vector
 from memoryd.retrieval.query_text import Query, read_query
 from memoryd.store.scoring_table import ASSISTANT, CJK, SEQ, THREAD, RankedLists, ThreadCodes
 
@@ -169,12 +173,30 @@ def rrf(kk: int) -> Rule:
     return rule
 
 
-def evidence(depth: int, power: float) -> Rule:
+@cache
+def query_mass(text: str) -> float:
+    """The sum of a query's keyword weights as search reads it (its lines, the bridge on),
+    with the reference IDF alone: the user's own counts move it little, and a dump does not
+    keep them. A query of more and rarer terms scores every memory higher."""
+    query = Query.read(text)
+    vector = query_keyword_vector(query.full, query.current, None, bridge=True, said=query.said)
+    return float(sum(vector[1])) if vector else 0.0
+
+
+def half_by_mass(m0: float, exponent: float, half: float = 11.0) -> Callable[[Dumped], float]:
+    """Decision 0040's keyword half-point: `half` at query mass `m0`, as mass^`exponent`."""
+    return lambda row: half * (max(query_mass(row.query), 1e-6) / m0) ** exponent
+
+
+def evidence(depth: int, power: float,
+             half_of: Callable[[Dumped], float] | None = None) -> Rule:
     """Production's hybrid relevance (`scoring.relevance`: evidence fusion, cosines
-    corrected for language) at other depths and powers of the evidence."""
-    w = scoring.Weights(evidence_depth=depth, evidence_power=power)
+    corrected for language, the bridge's scale) at other depths and powers of the evidence,
+    and with `half_of`, a keyword half-point per query."""
+    w = scoring.Weights(evidence_depth=depth, evidence_power=power, bridge=BRIDGE_WEIGHT)
 
     def rule(row: Dumped, embedder: str) -> np.ndarray:
+        weights = w if half_of is None else replace(w, keyword_half=half_of(row))
         fields = row.fields
         if fields.shape[1] <= CJK:  # dumped before memories carried their language
             fields = np.c_[fields, np.full(len(fields), np.nan)]
@@ -184,7 +206,7 @@ def evidence(depth: int, power: float) -> Rule:
         c = scoring.Candidates(row.keys, row.dense, row.dense_rank, row.keyword,
                                row.keyword_rank, lists)
         chinese = cjk_share(" ".join(read_query(row.query).lines))
-        return smooth(row, scoring.relevance(c, SearchMode.HYBRID, embedder, w, chinese))
+        return smooth(row, scoring.relevance(c, SearchMode.HYBRID, embedder, weights, chinese))
     return rule
 
 
@@ -196,6 +218,9 @@ RULES: dict[str, Rule] = {
     **{f"dbsf {s}": dbsf(s) for s in (0.3, 0.5, 0.7)},
     "rrf 60": rrf(60),
     **{f"evidence top{d} ^{p:g}": evidence(d, p) for d in (5, 10, 20) for p in (1.0, 2.0, 3.0)},
+    **{f"evidence top10 ^2, half by mass 11*(m/{m0:g})^{a:g}":
+       evidence(10, 2.0, half_by_mass(m0, a))
+       for m0, a in ((113.0, 0.293), (80.0, 0.3), (150.0, 0.4))},
 }
 
 
@@ -264,13 +289,13 @@ def parting(evidence: Sequence[np.ndarray], others: Sequence[np.ndarray],
     return float(grid[at]), float((missed[at] + passed[at]) / 2)
 
 
-def part(paths: Sequence[Path]) -> None:
+def part(paths: Sequence[Path], hybrid: str = "evidence top10 ^2") -> None:
     sets = {}
     for path in paths:
         with path.open("rb") as f:
             sets[path.stem.removeprefix("fusion-")] = pickle.load(f)
     fits = (("keyword score", raw_keyword, np.arange(1.0, 30.0, 0.1)),
-            ("hybrid relevance", evidence(10, 2.0), np.arange(0.3, 0.7, 0.005)))
+            ("hybrid relevance", RULES[hybrid], np.arange(0.3, 0.7, 0.005)))
     for what, rule, grid in fits:
         found = {name: top_scores(data["rows"], data["embedder"], rule)
                  for name, data in sets.items()}
@@ -280,6 +305,9 @@ def part(paths: Sequence[Path]) -> None:
                   f"{len(ev)} evidence top hits, {len(other)} other users)")
         at, error = parting([e for e, _ in found.values()], [o for _, o in found.values()], grid)
         print(f"{what:17} {'all, pooled':16} parts at {at:.3f} (error {error:.3f})", flush=True)
+        for name, (ev, other) in found.items():
+            print(f"{'':17} {name:16} at {at:.3f}: evidence top hits at or above "
+                  f"{np.mean(ev >= at):.3f}, other users below {np.mean(other < at):.3f}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -299,6 +327,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     s.add_argument("--only")
     p = sub.add_parser("part")
     p.add_argument("paths", nargs="+", type=Path)
+    p.add_argument("--rule", choices=sorted(RULES), default="evidence top10 ^2",
+                   help="the hybrid rule whose midpoint is fitted")
     args = parser.parse_args(argv)
     if args.command == "dump":
         options = EvalOptions(dataset=args.dataset, modes=["hybrid"], data=args.data,
@@ -306,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                               odd_memory=args.odd_memory, embedder=args.embedder)
         dump(options, args.out_dir / f"fusion-{args.name or args.dataset}.pkl")
     elif args.command == "part":
-        part(args.paths)
+        part(args.paths, args.rule)
     else:
         score(args.paths, args.only)
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ops.bench.fusion import Dumped, parting, raw_keyword, top_scores
+from ops.bench.fusion import (
+    Dumped,
+    half_by_mass,
+    parting,
+    query_mass,
+    raw_keyword,
+    top_scores,
+)
 
 
 def row(qid: str, keys: list[str], keyword: list[float], relevant: tuple[str, ...],
@@ -36,3 +43,14 @@ def test_top_scores_keep_evidence_top_hits_and_the_other_users_best() -> None:
     evidence, others = top_scores(rows, "e5-small", raw_keyword)
     assert evidence.tolist() == [9.0]
     assert others.tolist() == [3.0, 0.0]
+
+
+def test_a_querys_mass_grows_with_its_terms_and_sets_the_half_point() -> None:
+    short, longer = "Where does Caroline live?", "Where does Caroline live with her cat Luna?"
+    assert 0 < query_mass(short) < query_mass(longer)
+    assert query_mass("???") == 0.0
+    # Decision 0040's half-point: `half` at mass m0, more for a larger query.
+    half = half_by_mass(query_mass(short), 0.3)
+    asked, asked_more = row("q1", [], [], ()), row("q2", [], [], ())
+    asked.query, asked_more.query = short, longer
+    assert abs(half(asked) - 11.0) < 1e-9 and half(asked_more) > 11.0
