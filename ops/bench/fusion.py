@@ -62,6 +62,9 @@ class Dumped:
     # The same question asked of another user (the next one in the set), who has none of
     # its evidence: what a calibrated score must call irrelevant.
     other: Dumped | None = None
+    # Each candidate's cosine with an English query's bridged vector (NaN: not in that
+    # list); None when the search read no bridged list (or the dump predates it).
+    bridged: np.ndarray | None = None
 
 
 def dump(options: EvalOptions, out: Path) -> None:
@@ -89,10 +92,11 @@ def dump(options: EvalOptions, out: Path) -> None:
                     reads.query_vector(rp, owner, req.mode, query),
                     reads.keyword_query(rp, owner, query),
                     reads.list_depth(rp.settings.search_depth, req.top_k),
-                    max(req.top_k, rp.weights.evidence_depth))
+                    max(req.top_k, rp.weights.evidence_depth), None,
+                    reads.bridged_vector(rp, owner, req.mode, query))
             return Dumped(q.qid, q.category, q.query, q.relevant if user == q.user_id else (),
                           [key_of[user].get(i, "") for i in c.ids], c.dense, c.keyword,
-                          c.dense_rank, c.keyword_rank, c.lists.fields)
+                          c.dense_rank, c.keyword_rank, c.lists.fields, bridged=c.bridged)
 
         for q in questions:
             row = candidates(q, q.user_id)
@@ -204,7 +208,7 @@ def evidence(depth: int, power: float,
             fields = np.c_[fields, np.zeros(len(fields))]
         lists = RankedLists([], row.keys, fields, ThreadCodes())
         c = scoring.Candidates(row.keys, row.dense, row.dense_rank, row.keyword,
-                               row.keyword_rank, lists)
+                               row.keyword_rank, lists, getattr(row, "bridged", None))
         chinese = cjk_share(" ".join(read_query(row.query).lines))
         return smooth(row, scoring.relevance(c, SearchMode.HYBRID, embedder, weights, chinese))
     return rule

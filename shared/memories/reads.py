@@ -29,6 +29,7 @@ from memoryd.records.schemas import (
     SearchResponse,
 )
 from memoryd.retrieval import scoring
+from memoryd.retrieval.bridge import chinese_reading
 from memoryd.retrieval.keywords import (
     USER_COUNT_CAP,
     OwnCounts,
@@ -50,7 +51,7 @@ from memoryd.store.conditions import (
     NoneOf,
     OneOf,
 )
-from memoryd.store.scoring_table import union_ids
+from memoryd.store.scoring_table import CJK, union_ids
 
 
 @dataclass(frozen=True)
@@ -99,8 +100,9 @@ def live_search_conditions(rp: ReadPath, owner: Owner, req: SearchRequest) -> li
 
 # The read path of a search, top to bottom (docs/architecture.md, "Read path"):
 #   1. read the query once (`Query.read`);
-#   2. what each list searches by: the query vector (`query_vector`), the keyword vector
-#      (`keyword_query`, with the user's own term counts);
+#   2. what each list searches by: the query vector (`query_vector`), an English query's
+#      words put into Chinese (`bridged_vector`), the keyword vector (`keyword_query`,
+#      with the user's own term counts);
 #   3. the store, once for all lists (`candidates`), and the keyword list's head read
 #      on to score each long memory by its best passage (`with_best_passages`);
 #   4. rank (`scoring.rank`);
@@ -141,6 +143,7 @@ def _find(rp: ReadPath, owner: Owner, req: SearchRequest) -> Found:
     query = Query.read(req.query)
     # 2. What each list searches by.
     vector = query_vector(rp, owner, req.mode, query)
+    bridged = bridged_vector(rp, owner, req.mode, query)
     keywords = (keyword_query(rp, owner, query)
                 if req.mode is not SearchMode.DENSE else None)
     # 3. The store, once for all lists, under the caller's filters (built once, used by
@@ -151,7 +154,7 @@ def _find(rp: ReadPath, owner: Owner, req: SearchRequest) -> Found:
     payloads: dict[str, dict[str, Any]] = {}
     pool = candidates(rp, owner, conditions, vector, keywords,
                       list_depth(rp.settings.search_depth, req.top_k),
-                      max(req.top_k, rp.weights.evidence_depth), payloads)
+                      max(req.top_k, rp.weights.evidence_depth), payloads, bridged)
     # 4. Rank.
     as_of = req.as_of or utcnow()
     cues = read_time_cues(query.asks, as_of) if req.mode is SearchMode.HYBRID else None
@@ -201,6 +204,37 @@ def query_vector(
     vector = rp.query_embedder.embed_query_for(owner.tenant_id, query.full)
     if query.current is not None:
         vector = vector + rp.query_embedder.embed_query_for(owner.tenant_id, query.current)
+        vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
+    return vector
+
+
+# A memory the bridged list reads: one with some Chinese in it (`scoring.chinese` reads a
+# share of 0.1 and below as English).
+CHINESE_MEMORY = Between("cjk_share", gt=0.1)
+
+
+def bridged_vector(
+    rp: ReadPath, owner: Owner, mode: SearchMode, query: Query,
+) -> np.ndarray | None:
+    """An English query's second reading for the dense side: what was said, its words put
+    into Chinese by the keyword bridge (`bridge.chinese_reading`), embedded as the query is
+    (an excerpt's current turn twice). Its list scores the user's Chinese memories
+    (`scoring.bridged_cosines`). None in keyword mode, with the bridge off, for an
+    embedder whose offset for it was never measured (`scoring.BRIDGED_OFFSET`), for a
+    query that reads as Chinese, when no word bridges, and for a user who holds no
+    Chinese memory: an English-only user's search neither embeds it nor reads its list
+    (docs/decisions/0041-an-english-query-read-in-chinese.md)."""
+    if (mode is SearchMode.KEYWORD or not rp.settings.search_bridge
+            or rp.embedder_name not in scoring.BRIDGED_OFFSET
+            or scoring.chinese(query.chinese) >= 1.0):
+        return None
+    reading = chinese_reading(query.said)
+    if not reading or rp.store.count(owner, [CHINESE_MEMORY]) == 0:
+        return None
+    vector = rp.query_embedder.embed_query_for(owner.tenant_id, reading)
+    current = None if query.current is None else chinese_reading([query.current])
+    if current:
+        vector = vector + rp.query_embedder.embed_query_for(owner.tenant_id, current)
         vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
     return vector
 
@@ -273,12 +307,14 @@ def list_depth(depth: int, top_k: int) -> int:
 def candidates(
     rp: ReadPath, owner: Owner, conditions: Sequence[Condition], vector: np.ndarray | None,
     keywords: tuple[list[int], list[float]] | None, depth: int, settle: int,
-    payloads: dict[str, dict[str, Any]] | None = None,
+    payloads: dict[str, dict[str, Any]] | None = None, bridged: np.ndarray | None = None,
 ) -> scoring.Candidates:
     """A search's candidates, from one store call: the dense list (a long memory at its best
-    passage's score or its whole's, whichever is higher) when there is a vector, the keyword
-    list when there are keywords, each `depth` deep. Fusion, neighbours and rescoring
-    reorder, so each list goes deeper than the page: docs/decisions/0011-search-depth-100.md.
+    passage's score or its whole's, whichever is higher) when there is a vector, the
+    bridged list of the user's Chinese memories when there is a `bridged` vector
+    (`bridged_vector`), the keyword list when there are keywords, each `depth` deep.
+    Fusion, neighbours and rescoring reorder, so each list goes deeper than the page:
+    docs/decisions/0011-search-depth-100.md.
     The keyword list's head (`settle` long) is then exact for long memories too
     (`with_best_passages`), whose payload reads go into `payloads`."""
     queries: list[VectorQuery] = []
@@ -287,6 +323,8 @@ def candidates(
         if rp.store.supports_parts:
             # Long memories' passages (shared/embeddings/parts.py).
             queries.append(VectorQuery(PARTS, vector.tolist()))
+    if bridged is not None and vector is not None:
+        queries.append(VectorQuery(DENSE, bridged.tolist()))
     if keywords is not None:
         queries.append(VectorQuery(SPARSE, keywords))
     lists = rp.store.search_candidates(owner, conditions, queries, depth)
@@ -300,12 +338,29 @@ def candidates(
             # holds every long memory of the user under the filter.
             long_ids = set(part_ids)
         lists = with_parts_merged(lists, depth)
+    read_bridged = bridged is not None and vector is not None
+    if read_bridged:
+        lists = with_chinese_only(lists, 1)
     if keywords is not None:
         lists = with_best_passages(rp, owner, lists, dict(zip(*keywords, strict=True)), settle,
                                    {} if payloads is None else payloads, long_ids)
     return scoring.Candidates.of(
         lists, 0 if vector is not None else None,
-        len(lists.lists) - 1 if keywords is not None else None)
+        len(lists.lists) - 1 if keywords is not None else None, 1 if read_bridged else None)
+
+
+def with_chinese_only(lists: RankedLists, which: int) -> RankedLists:
+    """`lists` with list `which` (the bridged list) holding only Chinese memories: scoring
+    reads it for nothing else, and an English memory only it found would be a candidate
+    with no cosine of its own."""
+    point_ids, scores = lists.lists[which]
+    row = {point_id: i for i, point_id in enumerate(lists.ids)}
+    share = scoring.chinese(np.array([lists.fields[row[i], CJK] for i in point_ids]))
+    keep = np.nan_to_num(share, nan=0.0) > 0
+    if keep.all():
+        return lists
+    kept = ([i for i, k in zip(point_ids, keep.tolist(), strict=True) if k], scores[keep])
+    return with_lists(lists, [*lists.lists[:which], kept, *lists.lists[which + 1:]])
 
 
 def without_cut_ties(lists: RankedLists, depth: int) -> RankedLists:

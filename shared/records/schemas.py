@@ -398,6 +398,9 @@ class ScoreExplanation(BaseModel):
     dense_rank: int | None = None
     keyword: float | None = None
     keyword_rank: int | None = None
+    bridged: float | None = Field(
+        None, description="an English query's cosine with a Chinese memory through the "
+                          "query's words put into Chinese (the dense cosine's other reading)")
     rerank: float | None = Field(None, description="the reranker's score, when rerank was on")
     relevance: float = Field(description="dense/keyword mix, or the rerank score")
     recency: float

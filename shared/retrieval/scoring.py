@@ -74,6 +74,7 @@ class ListScores:
     dense_rank: int | None = None
     keyword: float | None = None
     keyword_rank: int | None = None
+    bridged: float | None = None  # the bridged query vector's cosine (`bridged_cosines`)
 
 
 @dataclass
@@ -87,13 +88,19 @@ class Candidates:
     keyword: np.ndarray
     keyword_rank: np.ndarray
     lists: RankedLists
+    # The cosine of each candidate with the query's bridged vector (NaN where it is no
+    # candidate of that list); None when the search had no bridged list
+    # (docs/decisions/0041-an-english-query-read-in-chinese.md).
+    bridged: np.ndarray | None = None
 
     @classmethod
-    def of(cls, lists: RankedLists, dense: int | None, keyword: int | None) -> Candidates:
-        """`dense` and `keyword`: which of the store's lists is which (None: not searched)."""
+    def of(cls, lists: RankedLists, dense: int | None, keyword: int | None,
+           bridged: int | None = None) -> Candidates:
+        """`dense`, `keyword` and `bridged`: which of the store's lists is which (None: not
+        searched)."""
         position = {point_id: i for i, point_id in enumerate(lists.ids)}
         columns = []
-        for which in (dense, keyword):
+        for which in (dense, keyword, bridged):
             score, rank = np.full(len(position), np.nan), np.zeros(len(position), np.int64)
             if which is not None:
                 point_ids, scores = lists.lists[which]
@@ -101,13 +108,15 @@ class Candidates:
                 score[at] = scores
                 rank[at] = np.arange(1, len(at) + 1)
             columns += [score, rank]
-        return cls(lists.ids, columns[0], columns[1], columns[2], columns[3], lists)
+        return cls(lists.ids, columns[0], columns[1], columns[2], columns[3], lists,
+                   None if bridged is None else columns[4])
 
     def list_scores(self, i: int) -> ListScores:
         def opt_float(v: float) -> float | None:
             return None if math.isnan(v) else float(v)
         return ListScores(opt_float(self.dense[i]), int(self.dense_rank[i]) or None,
-                          opt_float(self.keyword[i]), int(self.keyword_rank[i]) or None)
+                          opt_float(self.keyword[i]), int(self.keyword_rank[i]) or None,
+                          None if self.bridged is None else opt_float(self.bridged[i]))
 
 
 # How the embedder's cosine moves with the two texts' languages, per embedder: (added when
@@ -116,6 +125,15 @@ class Candidates:
 # user without it part, on English (LoCoMo, our English MADial), Chinese (MADial zh) and
 # crossed sets (docs/decisions/0023-evidence-fusion-and-calibration.md).
 LANGUAGE_OFFSET = {"e5-small": (0.062, -0.018)}
+# A Chinese memory of an English query read through the query's bridged vector
+# (`bridged_cosines`): its cosine's offset, in place of the crossed one above. e5-small:
+# where the best hit of a user with the evidence and of a user without it part on the
+# English dialogues against Chinese memories and the mixed archive asked in English
+# (docs/decisions/0041-an-english-query-read-in-chinese.md).
+BRIDGED_OFFSET = {"e5-small": 0.010}
+# The bridged cosine's share of such a memory's dense cosine: the two readings of the query
+# count the same.
+BRIDGED_SHARE = 0.5
 
 
 def chinese(share: np.ndarray | float) -> np.ndarray:
@@ -125,13 +143,44 @@ def chinese(share: np.ndarray | float) -> np.ndarray:
     return np.asarray(np.clip((np.asarray(share, dtype=np.float64) - 0.1) / 0.2, 0.0, 1.0))
 
 
-def language_offset(query_cjk: float, memory_cjk: np.ndarray, embedder: str) -> np.ndarray:
+def language_offset(query_cjk: float, memory_cjk: np.ndarray, embedder: str,
+                    bridged: np.ndarray | None = None) -> np.ndarray:
     """Each candidate's cosine offset from the query's and the memory's share of Chinese
-    (`chinese`: a mixed text counts in between); 0 for a memory whose share is unknown."""
+    (`chinese`: a mixed text counts in between); 0 for a memory whose share is unknown.
+    `bridged`: where a candidate's cosine was read through the bridged vector too
+    (`bridged_cosines`), whose English-query, Chinese-memory part takes `BRIDGED_OFFSET`."""
     both, across = LANGUAGE_OFFSET.get(embedder, (0.0, 0.0))
     q, m = chinese(query_cjk), chinese(memory_cjk)
-    offset = both * q * m + across * (q * (1 - m) + (1 - q) * m)
+    to_chinese = np.full(np.shape(m), across) if bridged is None else np.where(
+        bridged, BRIDGED_OFFSET.get(embedder, across), across)
+    offset = both * q * m + across * q * (1 - m) + to_chinese * (1 - q) * m
     return np.asarray(np.nan_to_num(offset, nan=0.0))
+
+
+def bridged_cosines(c: Candidates, query_cjk: float) -> tuple[np.ndarray, np.ndarray | None]:
+    """The dense column as scoring reads it, and where it was read through the bridged
+    vector (None: nowhere).
+
+    An English query's words, put into Chinese by the keyword bridge and embedded, are a
+    second reading of the query (`memories.reads.bridged_vector`): e5-small matches a
+    Chinese memory better through it than through the English text alone, and worse
+    through the English glosses of a Chinese query, so only that direction has one
+    (docs/decisions/0041-an-english-query-read-in-chinese.md). A Chinese memory's cosine
+    is then the mean of the two readings' (`BRIDGED_SHARE`), in proportion to how English
+    the query and how Chinese the memory read; every other memory keeps its own. A Chinese
+    memory only the bridged list found takes the dense list's lowest cosine as its own:
+    it ranked below every memory that list holds."""
+    if c.bridged is None:
+        return c.dense, None
+    share = BRIDGED_SHARE * (1 - chinese(query_cjk)) * chinese(c.lists.fields[:, CJK])
+    read = ~np.isnan(c.bridged) & (np.nan_to_num(share, nan=0.0) > 0)
+    if not read.any():
+        return c.dense, None
+    listed = c.dense[~np.isnan(c.dense)]
+    own = np.where(np.isnan(c.dense) & read, listed.min() if len(listed) else np.nan, c.dense)
+    weight = np.where(read, share, 0.0)
+    mixed = np.where(read, (1 - weight) * own + weight * np.nan_to_num(c.bridged), c.dense)
+    return np.asarray(mixed), read
 
 
 def bridge_scale(query_cjk: float, memory_cjk: np.ndarray, bridge: float) -> np.ndarray:
@@ -191,8 +240,9 @@ def relevance(
     bridge's weight (`bridge_scale`); the lists' evidence is read on the scores as they
     are, which is what each list found."""
     cjk = c.lists.fields[:, CJK]
+    cosines, bridged = bridged_cosines(c, query_cjk)
     if mode is SearchMode.DENSE:
-        return _dense_side(c, embedder, query_cjk, cjk)
+        return _dense_side(cosines, embedder, query_cjk, cjk, bridged)
     scale = None if w.bridge == 1.0 else bridge_scale(query_cjk, cjk, w.bridge)
     k = _keyword_side(c.keyword if scale is None else c.keyword * scale, w)
     if mode is SearchMode.KEYWORD:
@@ -202,12 +252,12 @@ def relevance(
         rrf = sum(np.where(rank > 0, 1.0 / (w.rrf_k + rank), 0.0)
                   for rank in (c.dense_rank, c.keyword_rank))
         return np.asarray(rrf / (2.0 / (w.rrf_k + 1)))
-    d = _dense_side(c, embedder, query_cjk, cjk)
+    d = _dense_side(cosines, embedder, query_cjk, cjk, bridged)
     if w.fusion == "linear":
         share = w.dense
     else:
         # The lists testify with what they found: cosines and keyword scores uncorrected.
-        seen = np.nan_to_num(dense_relevance(c.dense, embedder), nan=0.0)
+        seen = np.nan_to_num(dense_relevance(cosines, embedder), nan=0.0)
         found = k if scale is None else _keyword_side(c.keyword, w)
         share = evidence_share(seen, found, w)
     return np.asarray(share * d + (1 - share) * k)
@@ -218,11 +268,12 @@ def _keyword_side(score: np.ndarray, w: Weights) -> np.ndarray:
 
 
 def _dense_side(
-    c: Candidates, embedder: str, query_cjk: float, memory_cjk: np.ndarray,
+    cosines: np.ndarray, embedder: str, query_cjk: float, memory_cjk: np.ndarray,
+    bridged: np.ndarray | None = None,
 ) -> np.ndarray:
     """Dense relevance with each cosine corrected for the two texts' languages."""
-    offset = language_offset(query_cjk, memory_cjk, embedder)
-    return np.asarray(np.nan_to_num(dense_relevance(c.dense - offset, embedder), nan=0.0))
+    offset = language_offset(query_cjk, memory_cjk, embedder, bridged)
+    return np.asarray(np.nan_to_num(dense_relevance(cosines - offset, embedder), nan=0.0))
 
 
 # Where a search's relevance becomes "about what was asked": per mode, the relevance at
@@ -378,7 +429,7 @@ def explanation(
 ) -> ScoreExplanation:
     return ScoreExplanation(
         dense=c.dense, dense_rank=c.dense_rank, keyword=c.keyword, keyword_rank=c.keyword_rank,
-        rerank=None if rerank is None else round(rerank, 6),
+        bridged=c.bridged, rerank=None if rerank is None else round(rerank, 6),
         relevance=round(rel, 6), recency=round(parts["recency"], 6),
         importance=round(parts["importance"], 6), access=round(parts["access"], 6),
         time=round(parts["time"], 6),

@@ -38,7 +38,7 @@ KEYWORD_FIELDS = (
     "content_hash", "source", "state", "kind", "episodes",
 )
 DATETIME_FIELDS = ("occurred_at", "created_at", "updated_at", "expires_at")
-FLOAT_FIELDS = ("created_ts", "updated_ts", "importance_rank", "expires_ts")
+FLOAT_FIELDS = ("created_ts", "updated_ts", "importance_rank", "expires_ts", "cjk_share")
 # (field, index kind): every filtered field is indexed, the tenant first.
 MEMORY_INDEXES: tuple[tuple[str, str], ...] = (
     ("tenant_id", "tenant"),

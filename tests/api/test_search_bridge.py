@@ -59,7 +59,7 @@ def gateways(stack: Any) -> Iterator[tuple[httpx.Client, httpx.Client]]:
 
 def store(api: httpx.Client, user: str, contents: tuple[str, ...]) -> None:
     for i, content in enumerate(contents):
-        response = save(api, user, content, occurred_at=f"2024-0{i + 1}-10T10:00:00Z")
+        response = save(api, user, content, occurred_at=f"2024-{i + 1:02d}-10T10:00:00Z")
         assert response.status_code == 201, response.text
 
 
@@ -111,3 +111,42 @@ def test_a_question_finds_a_memory_in_the_other_language_by_keyword(
     assert bridged["explanation"]["keyword"] == pytest.approx(
         BRIDGE_WEIGHT * own["explanation"]["keyword"], rel=1e-4)
     assert bridged["score"] == pytest.approx(own["score"], abs=1e-4)
+
+
+def test_an_english_question_reads_chinese_memories_in_chinese_too(
+    api: httpx.Client, user: str, gateways: tuple[httpx.Client, httpx.Client],
+) -> None:
+    # Decision 0041: an English query's words put into Chinese are a second dense reading,
+    # scored against the user's Chinese memories only; English memories keep their cosine.
+    with_bridge, without = gateways
+    store(api, user, CHINESE + ENGLISH)
+    for query, expected in zip(ENGLISH_QUERIES, CHINESE, strict=True):
+        read = search(with_bridge, user, query, mode="dense", as_of=AS_OF, explain=True,
+                      top_k=10)
+        plain = search(without, user, query, mode="dense", as_of=AS_OF, explain=True,
+                       top_k=10)
+        chinese_hits = [h for h in read if h["memory"]["content"] in CHINESE]
+        assert len(chinese_hits) == len(CHINESE), query
+        assert all(h["explanation"]["bridged"] is not None for h in chinese_hits), query
+        assert all(h["explanation"]["bridged"] is None for h in read
+                   if h["memory"]["content"] in ENGLISH), query
+        assert all(h["explanation"]["bridged"] is None for h in plain), query
+        # The store's cosine of the English text is the same either way: only the score
+        # reads the second one.
+        cosine = {h["memory"]["id"]: h["explanation"]["dense"] for h in plain}
+        assert all(h["explanation"]["dense"] == pytest.approx(cosine[h["memory"]["id"]])
+                   for h in read), query
+        ranked = [h["memory"]["content"] for h in read if h["memory"]["content"] in CHINESE]
+        assert ranked[0] == expected, (query, ranked)
+
+
+def test_an_english_only_user_is_searched_as_without_the_bridged_reading(
+    api: httpx.Client, user: str, gateways: tuple[httpx.Client, httpx.Client],
+) -> None:
+    with_bridge, without = gateways
+    store(api, user, ENGLISH)
+    for query in ENGLISH_QUERIES:
+        read = search(with_bridge, user, query, mode="dense", as_of=AS_OF, explain=True)
+        plain = search(without, user, query, mode="dense", as_of=AS_OF, explain=True)
+        assert read and [(h["memory"]["id"], h["score"], h["explanation"]) for h in read] == [
+            (h["memory"]["id"], h["score"], h["explanation"]) for h in plain], query

@@ -14,6 +14,8 @@ from memoryd.platform.script_share import cjk_share
 from memoryd.records.schemas import SearchMode
 from memoryd.retrieval.scoring import (
     BOOSTS,
+    BRIDGED_OFFSET,
+    BRIDGED_SHARE,
     CALIBRATION_MIDPOINT,
     LANGUAGE_OFFSET,
     Candidates,
@@ -22,6 +24,7 @@ from memoryd.retrieval.scoring import (
     boost_columns,
     boosts,
     bridge_scale,
+    bridged_cosines,
     calibrated,
     evidence_share,
     final_score,
@@ -103,6 +106,30 @@ def test_cosines_are_corrected_for_the_two_texts_languages() -> None:
     assert not language_offset(1.0, memory, "use").any()  # no offsets measured for it
 
 
+def test_an_english_query_reads_a_chinese_memory_through_both_readings() -> None:
+    c = candidates(
+        [("en", 0.86), ("zh", 0.78), ("half", 0.80)],
+        [("zh", 0.90), ("half", 0.84), ("zh-only", 0.88)],
+        {"en": {**WHEN, "cjk_share": 0.0}, "zh": {**WHEN, "cjk_share": 1.0},
+         "half": {**WHEN, "cjk_share": 0.2}, "zh-only": {**WHEN, "cjk_share": 1.0}},
+        second="bridged")
+    assert c.list_scores(1) == ListScores(0.78, 2, None, None, 0.90)
+    cosines, read = bridged_cosines(c, 0.0)
+    assert read is not None and read.tolist() == [False, True, True, True]
+    half = BRIDGED_SHARE * 0.5  # a share of 0.2 reads as half Chinese
+    # The English memory keeps its cosine; the Chinese ones take the mean of the two
+    # readings; one only the bridged list found takes the dense list's lowest cosine.
+    assert cosines.tolist() == pytest.approx([
+        0.86, (0.78 + 0.90) / 2, (1 - half) * 0.80 + half * 0.84, (0.78 + 0.88) / 2])
+    both, across = LANGUAGE_OFFSET["e5-small"]
+    offset = language_offset(0.0, np.array([0.0, 1.0, 1.0]), "e5-small",
+                             np.array([False, True, False]))
+    assert offset.tolist() == pytest.approx([0.0, BRIDGED_OFFSET["e5-small"], across])
+    # A Chinese query has no bridged reading: its cosines are the store's.
+    assert bridged_cosines(c, 1.0)[1] is None
+    assert bridged_cosines(c, 1.0)[0] is c.dense
+
+
 def test_a_chinese_question_finds_an_english_memory_over_an_unrelated_chinese_one() -> None:
     # Cosines as e5-small gives them for "孩子叫什么名字?" against "User's daughter is
     # called Mia" (0.785) and "用户喜欢吃火锅" (0.821): same-language texts sit closer.
@@ -154,13 +181,18 @@ def test_time_cues_boost_memories_in_the_window_and_the_newest() -> None:
 
 
 def candidates(dense: list[tuple[str, float]], keyword: list[tuple[str, float]],
-               payloads: dict[str, dict[str, object]]) -> Candidates:
+               payloads: dict[str, dict[str, object]], second: str = "keyword") -> Candidates:
+    """Candidates of a dense list and a second one: the keyword list, or with `second`
+    "bridged" the bridged list (decision 0041)."""
     table = ScoringTable()
     table.add(payloads)
     lists = [([i for i, _ in hits], np.array([s for _, s in hits], dtype=np.float64))
              for hits in (dense, keyword)]
     ids = union_ids(lists)
-    return Candidates.of(ranked_lists(lists, ids, table.rows_of(ids), table), 0, 1)
+    found = ranked_lists(lists, ids, table.rows_of(ids), table)
+    if second == "bridged":
+        return Candidates.of(found, 0, None, 1)
+    return Candidates.of(found, 0, 1)
 
 
 WHEN: dict[str, object] = {"occurred_at": "2024-04-01T12:00:00Z"}

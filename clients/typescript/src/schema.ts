@@ -1311,6 +1311,11 @@ export interface components {
             /** Keyword Rank */
             keyword_rank?: number | null;
             /**
+             * Bridged
+             * @description an English query's cosine with a Chinese memory through the query's words put into Chinese (the dense cosine's other reading)
+             */
+            bridged?: number | null;
+            /**
              * Rerank
              * @description the reranker's score, when rerank was on
              */
