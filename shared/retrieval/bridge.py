@@ -318,13 +318,10 @@ def bridged_terms(tokens: Iterable[str]) -> list[str]:
 
 
 def chinese_reading(lines: Iterable[str]) -> str:
-    """An English text's words put into Chinese, for the dense side: each keyword token's
-    Chinese headwords (`chinese_terms`), in the text's order, each once, written as Chinese
-    is (no spaces); '' when no word bridges. `lines` are what was said, speaker labels left
-    out (`query_text.Query.said`): "Assistant:" is layout, and would read as 助手.
-    docs/decisions/0041-an-english-query-read-in-chinese.md."""
-    heads: dict[str, None] = {}
-    for token in keywords.tokenize("\n".join(lines)):
-        if not _HAN.match(token):
-            heads.update(dict.fromkeys(chinese_terms(token)))
-    return "".join(heads)
+    """An English text's words put into Chinese, for the dense side: its Latin-script
+    tokens' Chinese headwords (`bridged_words`), in the text's order, each once, written
+    as Chinese is (no spaces); '' when no word bridges. `lines` are what was said, speaker
+    labels left out (`query_text.Query.said`): "Assistant:" is layout, and would read as
+    助手. docs/decisions/0041-an-english-query-read-in-chinese.md."""
+    words = bridged_words(keywords.tokenize("\n".join(lines)))
+    return "".join(term for term in words if _HAN.match(term))
