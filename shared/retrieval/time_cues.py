@@ -603,19 +603,53 @@ def _windows(text: str, now: datetime) -> tuple[TimeWindow, ...]:
     return tuple(windows)
 
 
+# The "latest" cue: words that ask for a fact's current state. A word that names the state
+# ("latest", "current", 最新) asks it wherever it stands, a noun phrase included ("my
+# latest phone"). An adverb of the state ("now", "still", 现在, 还是) asks it only in a
+# question: in a statement it is how the speaker feels ("I'm still scared", 我还是很担心),
+# which asks for no newer memory over an older one.
 _LATEST_EN_RE = re.compile(
-    rf"{_L}(?:(?P<not>just{_SP}now)|right{_SP}now|currently|current|nowadays|now|"
-    rf"these{_SP}days|latest|most{_SP}recent(?:ly)?|still|at{_SP}the{_SP}moment|anymore){_R}",
+    rf"{_L}(?:latest|current|most{_SP}recent(?:ly)?){_R}", re.IGNORECASE)
+_STATE_EN_RE = re.compile(
+    rf"{_L}(?:(?P<not>just{_SP}now)|right{_SP}now|currently|nowadays|now|these{_SP}days|"
+    rf"still|at{_SP}the{_SP}moment|anymore){_R}",
     re.IGNORECASE,
 )
-_LATEST_ZH_RE = re.compile(r"现在|目前|当前|最新|如今|还在|还是|眼下|这阵子")
+_LATEST_ZH_RE = re.compile(r"最新|当前")
+_STATE_ZH_RE = re.compile(r"现在|目前|如今|还在|还是|眼下|这阵子")
+# A sentence (up to its end mark) and whether it is a question: a question mark, an English
+# question word anywhere ("when" only first: elsewhere it joins clauses) or an auxiliary
+# first, a Chinese question word or particle.
+_SENTENCE_RE = re.compile(r"[^.!?。！？\n]+[.!?。！？]*")
+_QUESTION_EN_RE = re.compile(
+    rf"{_L}(?:what|where|who|whom|whose|which|why|how){_R}|"
+    r"^\W*(?:when|do|does|did|is|are|am|was|were|have|has|had|can|could|will|would|"
+    r"should|shall|may|might|must)\b",
+    re.IGNORECASE,
+)
+_QUESTION_ZH_RE = re.compile(
+    r"吗|呢|什么|哪|谁|几|多少|怎么|怎样|是否|是不是|有没有|为什么|为何|多久")
+
+
+def _is_question(sentence: str) -> bool:
+    s = sentence.strip()
+    return (s.endswith(("?", "？")) or bool(_QUESTION_EN_RE.search(s))
+            or bool(_QUESTION_ZH_RE.search(s)))
 
 
 def _asks_latest(text: str) -> bool:
-    """"now", 现在 and the like: the query wants a fact's current state ("just now" is a time)."""
-    if _LATEST_ZH_RE.search(text):
+    """Whether the query wants a fact's current state: a word that names it anywhere, or an
+    adverb of it in a question ("just now" is a time, not a state)."""
+    if _LATEST_EN_RE.search(text) or _LATEST_ZH_RE.search(text):
         return True
-    return any(m.group("not") is None for m in _LATEST_EN_RE.finditer(text))
+    for match in _SENTENCE_RE.finditer(text):
+        sentence = match.group()
+        if not _is_question(sentence):
+            continue
+        if _STATE_ZH_RE.search(sentence) or any(
+                m.group("not") is None for m in _STATE_EN_RE.finditer(sentence)):
+            return True
+    return False
 
 
 def read_time_cues(query: str, as_of: datetime) -> TimeCues:

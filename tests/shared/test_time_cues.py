@@ -440,10 +440,34 @@ def test_latest_cue(query: str) -> None:
         "snowboarding trips",
         "a distillery",
         "我叫什么",
+        # An adverb of the state in a statement is how the speaker feels, not a question
+        # about a fact's current state.
+        "I'm still a bit scared.",
+        "I still had it with me when I was playing on the slide there.",
+        "Now that he's gone, there's nobody to keep me company.",
+        "Do you really think so? I'm still really worried.",
+        "我还是觉得有点害怕",
+        "但现在看来我得等更久才能去找新的贝壳了。",
     ],
 )
 def test_no_latest_cue(query: str) -> None:
     assert not read_time_cues(query, WED).latest
+
+
+@pytest.mark.parametrize(
+    ("query", "latest"),
+    [
+        ("I'm still scared. Do I still have the dog?", True),
+        ("I'm still scared. Do I have the dog?", False),
+        ("那我们现在应该找哪些视频呢？", True),
+        ("我现在很难过。", False),
+        ("When do I see the dentist now", True),
+        ("my current address", True),
+        ("我最新的地址", True),
+    ],
+)
+def test_an_adverb_of_the_state_cues_only_in_a_question(query: str, latest: bool) -> None:
+    assert read_time_cues(query, WED).latest is latest
 
 
 def test_any_is_true_for_a_window_alone() -> None:
