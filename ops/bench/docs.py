@@ -468,7 +468,12 @@ SECTIONS = (
         "own roles. Beside it: the same question through `/v1/search` at its defaults, "
         "whether its results hold the evidence and what each route takes (client-side), the "
         "memories the default extraction stored per posted turn, and the ingest rate from "
-        "the first post to the last job done.",
+        "the first post to the last job done. The other user's empty blocks read differently "
+        "on the two sets: LoCoMo's other user is another pair's conversation, while "
+        "LongMemEval's haystacks carry sessions on other questions' topics as distractors "
+        "(for \"Where did I meet Sophia?\" the next user's haystack talks about a Sophia; "
+        "for furniture rearranging or slow-cooker recipes it holds sessions on them too), "
+        "and the best hits there can be about the question, though not its evidence.",
         "`memoryd eval locomo --data ../shared/bench/locomo10.json --protocol chat` and "
         "`memoryd eval longmemeval --data "
         "../shared/bench/longmemeval/longmemeval_s_dev36.json.xz --protocol chat` save them",
