@@ -466,7 +466,7 @@ def test_dockerignore_keeps_the_context_small() -> None:
     patterns = {line.strip() for line in DOCKERIGNORE.read_text(encoding="utf-8").splitlines()}
     for required in (".git", ".venv"):
         assert required in patterns, f".dockerignore does not exclude {required}"
-    for needed in ("pyproject.toml", "api", "workers", "shared", "README.md"):
+    for needed in ("pyproject.toml", "api", "workers", "shared", "README.md", "LICENSE", "NOTICE"):
         assert needed not in patterns, f".dockerignore excludes {needed}, which the build needs"
 
 

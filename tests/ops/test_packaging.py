@@ -26,8 +26,21 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 CONFIG = PYPROJECT["tool"]["setuptools"]
 DIST_INFO = f"memoryd-{PYPROJECT['project']['version']}.dist-info"
 PACKAGE_DIR: dict[str, str] = CONFIG["package-dir"]
-# What a source distribution or the Dockerfile takes from the repository.
-SOURCES = ["pyproject.toml", "README.md", *sorted(set(PACKAGE_DIR.values()))]
+
+
+def dockerfile_sources() -> list[str]:
+    """What ops/Dockerfile copies from the repository before it builds the wheel: the wheel
+    below is built from exactly these, so a file the build needs (a license file, a
+    package) that the image would lack fails here, not in a user's `docker build`."""
+    sources: list[str] = []
+    for line in (ROOT / "ops" / "Dockerfile").read_text(encoding="utf-8").splitlines():
+        words = line.split()
+        if words[:1] == ["COPY"] and not any(w.startswith("--") for w in words[1:]):
+            sources += [w.rstrip("*") for w in words[1:-1]]
+    return sorted(set(sources))
+
+
+SOURCES = dockerfile_sources()
 
 
 def source_packages() -> dict[str, Path]:
@@ -43,13 +56,24 @@ def source_packages() -> dict[str, Path]:
     return found
 
 
+def package_directory(name: str) -> Path:
+    """Where a listed package's files are in the repository, by the package-dir mapping."""
+    root = max((n for n in PACKAGE_DIR if name == n or name.startswith(n + ".")), key=len)
+    return ROOT / PACKAGE_DIR[root] / Path(*name[len(root):].split(".")[1:])
+
+
 def test_pyproject_lists_every_package() -> None:
     # setuptools installs only the packages listed; a new directory with an __init__.py
     # works in an editable install and is missing from the wheel unless it is listed.
     listed = set(CONFIG["packages"])
     here = set(source_packages())
     assert sorted(here - listed) == [], "add these to [tool.setuptools] packages"
-    assert sorted(listed - here) == [], "listed in pyproject.toml, but no such directory"
+    # The rest are data directories (the admin page's), each with the files it ships.
+    data = listed - here
+    assert sorted(name for name in data if not package_directory(name).is_dir()) == [], (
+        "listed in pyproject.toml, but no such directory")
+    assert sorted(data - set(CONFIG["package-data"])) == [], (
+        "a listed directory without __init__.py ships only its package-data")
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +115,19 @@ def test_wheel_holds_memoryd_alone(wheel: Path) -> None:
         assert data in names
     entry_points = zipfile.ZipFile(wheel).read(f"{DIST_INFO}/entry_points.txt").decode()
     assert "memoryd = memoryd.workers.cli:main" in entry_points
+
+
+def test_wheel_states_its_license(wheel: Path) -> None:
+    # An SPDX expression and the license files (core metadata 2.4): the form setuptools
+    # keeps supporting, where a `license = { text = ... }` table only warns until it fails.
+    metadata = zipfile.ZipFile(wheel).read(f"{DIST_INFO}/METADATA").decode().splitlines()
+    assert "License-Expression: Apache-2.0" in metadata
+    names = zipfile.ZipFile(wheel).namelist()
+    for name in ("LICENSE", "NOTICE"):
+        assert f"License-File: {name}" in metadata
+        assert f"{DIST_INFO}/licenses/{name}" in names
+    text = zipfile.ZipFile(wheel).read(f"{DIST_INFO}/licenses/LICENSE").decode()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
 
 
 @pytest.fixture(scope="module")
