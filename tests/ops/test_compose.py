@@ -22,6 +22,9 @@ import jsonschema
 import pytest
 import yaml
 
+from tests.support.dockerfile import copied_sources
+from tests.support.dockerfile import instructions as dockerfile_instructions
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "ops" / "Dockerfile"
@@ -130,21 +133,9 @@ def _healthcheck_argv(service: dict[str, Any]) -> list[str]:
     return []  # NONE
 
 
-def _dockerfile_instructions(text: str) -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) pairs, with line continuations joined."""
-    joined = re.sub(r"\\\n", " ", text)
-    out = []
-    for line in joined.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            word, _, rest = line.partition(" ")
-            out.append((word.upper(), rest.strip()))
-    return out
-
-
 def _dockerfile_execs(text: str) -> list[list[str]]:
     out = []
-    for word, rest in _dockerfile_instructions(text):
+    for word, rest in dockerfile_instructions(text):
         if word in {"CMD", "ENTRYPOINT"} and rest.startswith("["):
             out.append(json.loads(rest))
         elif word in {"CMD", "ENTRYPOINT", "RUN"}:
@@ -427,7 +418,7 @@ def test_flower_is_installed_and_protected(
 
 
 def test_dockerfile_is_multi_stage_pinned_and_non_root(dockerfile: str) -> None:
-    instructions = _dockerfile_instructions(dockerfile)
+    instructions = dockerfile_instructions(dockerfile)
     froms = [rest.split() for word, rest in instructions if word == "FROM"]
     assert len(froms) > 1, "ops/Dockerfile must be multi-stage"
     stages = {parts[-1].lower() for parts in froms if len(parts) >= 3 and parts[-2].upper() == "AS"}
@@ -451,14 +442,10 @@ def test_dockerfile_is_multi_stage_pinned_and_non_root(dockerfile: str) -> None:
 
 
 def test_dockerfile_copies_files_that_exist(dockerfile: str) -> None:
-    for word, rest in _dockerfile_instructions(dockerfile):
-        if word != "COPY" or "--from=" in rest:
-            continue
-        *sources, _dest = [part for part in shlex.split(rest) if not part.startswith("--")]
-        for source in sources:
-            if "*" in source or "?" in source:
-                continue  # wildcards may match nothing
-            assert (ROOT / source).exists(), f"ops/Dockerfile copies missing {source!r}"
+    for source in copied_sources(dockerfile):
+        if "*" in source or "?" in source:
+            continue  # wildcards may match nothing
+        assert (ROOT / source).exists(), f"ops/Dockerfile copies missing {source!r}"
 
 
 def test_dockerignore_keeps_the_context_small() -> None:

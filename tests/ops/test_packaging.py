@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.dockerfile import copied_sources
+
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 CONFIG = PYPROJECT["tool"]["setuptools"]
@@ -31,13 +33,10 @@ PACKAGE_DIR: dict[str, str] = CONFIG["package-dir"]
 def dockerfile_sources() -> list[str]:
     """What ops/Dockerfile copies from the repository before it builds the wheel: the wheel
     below is built from exactly these, so a file the build needs (a license file, a
-    package) that the image would lack fails here, not in a user's `docker build`."""
-    sources: list[str] = []
-    for line in (ROOT / "ops" / "Dockerfile").read_text(encoding="utf-8").splitlines():
-        words = line.split()
-        if words[:1] == ["COPY"] and not any(w.startswith("--") for w in words[1:]):
-            sources += [w.rstrip("*") for w in words[1:-1]]
-    return sorted(set(sources))
+    package) that the image would lack fails here, not in a user's `docker build`. A
+    wildcard ("README.md*": optional for the build) is taken as the file it names."""
+    text = (ROOT / "ops" / "Dockerfile").read_text(encoding="utf-8")
+    return sorted({source.rstrip("*") for source in copied_sources(text)})
 
 
 SOURCES = dockerfile_sources()
