@@ -619,8 +619,10 @@ _LATEST_ZH_RE = re.compile(r"最新|当前")
 _STATE_ZH_RE = re.compile(r"现在|目前|如今|还在|还是|眼下|这阵子")
 # A sentence (up to its end mark) and whether it is a question: a question mark, an English
 # question word anywhere ("when" only first: elsewhere it joins clauses) or an auxiliary
-# first, a Chinese question word or particle.
-_SENTENCE_RE = re.compile(r"[^.!?。！？\n]+[.!?。！？]*")
+# first, a Chinese question word or particle. A point between digits ("2.5 mg") is a
+# decimal point, not a sentence's end; the two branches never match the same character,
+# so the scan stays linear.
+_SENTENCE_RE = re.compile(r"(?:[^.!?。！？\n]|(?<=\d)\.(?=\d))+[.!?。！？]*")
 _QUESTION_EN_RE = re.compile(
     rf"{_L}(?:what|where|who|whom|whose|which|why|how){_R}|"
     r"^\W*(?:when|do|does|did|is|are|am|was|were|have|has|had|can|could|will|would|"

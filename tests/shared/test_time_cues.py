@@ -464,6 +464,9 @@ def test_no_latest_cue(query: str) -> None:
         ("When do I see the dentist now", True),
         ("my current address", True),
         ("我最新的地址", True),
+        # A decimal point ends no sentence: the question runs on to "now".
+        ("Do I take 2.5 mg of it now", True),
+        ("I take 2.5 mg now. Do I have the dog?", False),
     ],
 )
 def test_an_adverb_of_the_state_cues_only_in_a_question(query: str, latest: bool) -> None:
