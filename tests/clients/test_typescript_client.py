@@ -9,6 +9,7 @@ node_modules is missing (ops/test.sh does it up front).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -62,6 +63,17 @@ def test_generated_types_match_openapi_json(built: Path) -> None:
     assert check.returncode == 0, (
         "src/schema.ts is not generated from openapi.json: run npm run generate in "
         f"clients/typescript\n{check.stdout[-2000:]}{check.stderr[-2000:]}")
+
+
+def test_package_ships_the_projects_license() -> None:
+    """What `npm pack` puts in the tarball carries the license its package.json names: the
+    project's own LICENSE text, kept identical to the root copy."""
+    assert NPM is not None
+    assert (CLIENT / "LICENSE").read_bytes() == (ROOT / "LICENSE").read_bytes()
+    packed = _run([NPM, "pack", "--dry-run", "--json", "--ignore-scripts"])
+    assert packed.returncode == 0, packed.stderr[-2000:]
+    files = {f["path"] for f in json.loads(packed.stdout)[0]["files"]}
+    assert {"LICENSE", "README.md", "package.json", "src/index.ts"} <= files
 
 
 def _summary(tap: str) -> dict[str, int]:
