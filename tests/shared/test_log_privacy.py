@@ -75,3 +75,28 @@ def test_exceptions_are_logged_without_their_text() -> None:
     # Messages about the connection, and memoryd's own (written to name fields), stay.
     assert "refused the connection" in events["redis_down"]["exception"]
     assert "content: must not be empty" in events["app_error"]["exception"]
+
+
+WARNING_SCRIPT = textwrap.dedent('''
+    import time
+    from memoryd.platform.logs import configure_logging
+    from memoryd.platform.redis_runtime import free_port
+    from memoryd.store.client import QdrantClientStore
+
+    configure_logging("INFO", json=True)
+    # No server on this port: qdrant-client's version check (a thread of its own) warns.
+    store = QdrantClientStore("memories", url=f"http://127.0.0.1:{free_port()}", timeout_s=1)
+    time.sleep(3)
+''')
+
+
+def test_a_librarys_warning_is_logged_in_the_services_format() -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", WARNING_SCRIPT], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120, check=True)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines, "qdrant-client's version check warned nothing"
+    records = [json.loads(line) for line in lines]  # every line is a JSON record
+    warned = [r for r in records if r["logger"] == "py.warnings"]
+    assert warned and warned[0]["level"] == "warning", done.stderr
+    assert "Failed to obtain server version" in warned[0]["event"]
