@@ -150,18 +150,19 @@ def matched_passages(
 ) -> dict[str, str]:
     """A long memory's passage nearest the query (the one its MaxSim search score came
     from), by id; short memories, and any whose passages cannot be read, are quoted whole."""
+    if vector is None or not rp.store.supports_parts:
+        return {}
     long = {h.memory.id: parts for h in hits
             if len(parts := split_parts(h.memory.content)) > 1}
-    if not long or vector is None or not rp.store.supports_parts:
-        return {}
     found: dict[str, str] = {}
-    for point in rp.store.get(owner, list(long), with_vectors=True):
-        passages = long.get(point.id, [])
-        if not point.parts or len(point.parts) != len(passages):
+    # Only the passages' vectors are read: the hits already hold the text.
+    for point_id, rows in rp.store.passage_vectors(owner, list(long)).items():
+        passages = long.get(point_id, [])
+        if len(rows) != len(passages):
             continue
-        best = int(np.argmax(np.asarray(point.parts, dtype=np.float32) @ vector))
+        best = int(np.argmax(rows @ vector))
         text = passages[best].strip()
-        found[point.id] = ("… " if best > 0 else "") + text + (
+        found[point_id] = ("… " if best > 0 else "") + text + (
             " …" if best < len(passages) - 1 else "")
     return found
 

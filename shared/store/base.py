@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,6 +95,17 @@ def stored_point(record: Any, score: float = 0.0) -> StoredPoint:
     return StoredPoint(str(record.id), dict(record.payload or {}), score, dense, parts)
 
 
+def passage_rows(records: Iterable[Any]) -> dict[str, np.ndarray]:
+    """Each record's `PARTS` vectors as one float32 matrix, by id (records without any are
+    left out), from a read of that vector alone."""
+    found: dict[str, np.ndarray] = {}
+    for record in records:
+        rows = record.vector.get(PARTS) if isinstance(record.vector, dict) else None
+        if rows:
+            found[str(record.id)] = np.asarray(rows, dtype=np.float32)
+    return found
+
+
 def owner_conditions(owner: Owner) -> tuple[Condition, ...]:
     return (Match("tenant_id", owner.tenant_id), Match("user_id", owner.user_id))
 
@@ -138,6 +149,14 @@ class Store(ABC):
             return []
         found, _ = self._scroll(scoped(owner, [IdIn(tuple(ids))]), len(ids), None, with_vectors)
         return found
+
+    def passage_vectors(self, owner: Owner, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Each of `ids`' passage vectors (`PARTS`, one row per passage, float32), by id,
+        for those of the owner's memories that hold them; nothing else is read (no payload,
+        no whole-text vector). Empty when the collection keeps no passages."""
+        if not ids or not self.supports_parts:
+            return {}
+        return self._passages(scoped(owner, [IdIn(tuple(ids))]), len(ids))
 
     def find(
         self, owner: Owner, conditions: Sequence[Condition], limit: int,
@@ -361,6 +380,9 @@ class Store(ABC):
         self, cond: AllOf, limit: int, order_by: str | None, with_vectors: bool,
         descending: bool = True,
     ) -> tuple[list[StoredPoint], str | None]: ...
+
+    @abstractmethod
+    def _passages(self, cond: AllOf, limit: int) -> dict[str, np.ndarray]: ...
 
     @abstractmethod
     def _search_batch(

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
@@ -29,6 +30,7 @@ from memoryd.store.base import (
     VectorQuery,
     audit_payload,
     audit_point_id,
+    passage_rows,
     stored_point,
 )
 from memoryd.store.conditions import (
@@ -301,6 +303,12 @@ class QdrantClientStore(Store):
             with_vectors=self._vector_names() if with_vectors else False, order_by=order,
         ))
         return [self._point(r) for r in records], (str(next_offset) if next_offset else None)
+
+    def _passages(self, cond: AllOf, limit: int) -> dict[str, np.ndarray]:
+        records, _ = self._call(lambda: self._client.scroll(
+            self.collection, scroll_filter=_filter(cond), limit=limit, with_payload=False,
+            with_vectors=[PARTS]))
+        return passage_rows(records)
 
     @property
     def supports_parts(self) -> bool:

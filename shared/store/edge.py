@@ -30,6 +30,7 @@ from memoryd.store.base import (
     VectorQuery,
     audit_payload,
     audit_point_id,
+    passage_rows,
     stored_point,
 )
 from memoryd.store.conditions import (
@@ -580,6 +581,11 @@ class EdgeStore(Store):
             with_vector=self._vector_names() if with_vectors else False, order_by=order,
         ))
         return [self._point(r) for r in records], (str(next_offset) if next_offset else None)
+
+    def _passages(self, cond: AllOf, limit: int) -> dict[str, np.ndarray]:
+        records, _ = self._shard.scroll(qe.ScrollRequest(
+            limit=limit, filter=_filter(cond), with_payload=False, with_vector=[PARTS]))
+        return passage_rows(records)
 
     @property
     def supports_parts(self) -> bool:

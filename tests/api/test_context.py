@@ -210,3 +210,36 @@ def test_documented_in_openapi(api: httpx.Client) -> None:
     assert "token_budget" in operation["description"]
     schema = operation["responses"]["200"]["content"]["application/json"]["schema"]
     assert schema["$ref"].endswith("/ContextResponse")
+
+
+LONG_EPISODE = " ".join([
+    "Last spring we spent ten days in Kyoto. We walked the Philosopher's Path under the "
+    "cherry trees, queued at dawn for the Fushimi Inari gates, and ate far too much matcha "
+    "ice cream in Gion. The ryokan served breakfast with grilled fish and miso soup, and the "
+    "old lady who ran it taught us to fold the futons properly every morning.",
+    "The car has been a headache since then. The mechanic replaced the alternator in May, "
+    "but the battery light came back within a week, and now the garage says the wiring "
+    "harness is corroded and wants eight hundred euros to fix it. I am tempted to sell it "
+    "and cycle to the office instead, at least through the summer months.",
+    "Our big news is the dog. We adopted a three-year-old greyhound called Biscuit from the "
+    "rescue shelter in October. She was shy at first and slept behind the sofa, but now she "
+    "greets everyone at the door, steals socks, and needs two long walks a day in the park "
+    "by the river, which means I finally get some exercise.",
+])
+
+
+def test_a_long_episode_is_quoted_by_the_passage_that_matched(
+    api: httpx.Client, user: str,
+) -> None:
+    """A long memory spends the budget on the passage its search score came from, marked
+    as an excerpt, not on the whole text."""
+    response = save(api, user, LONG_EPISODE)
+    assert response.status_code == 201, response.text
+    body = context(api, user, "What is the name of the dog we adopted?")
+    [item] = body["items"]
+    assert item["memory"]["content"] == LONG_EPISODE
+    quote = item["quote"]
+    assert quote.startswith("… ") and "Biscuit" in quote
+    assert "Kyoto" not in quote and "alternator" not in quote
+    assert quote.removeprefix("… ").removesuffix(" …") in LONG_EPISODE
+    assert "Biscuit" in body["block"] and "Kyoto" not in body["block"]

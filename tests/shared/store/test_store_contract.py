@@ -275,6 +275,12 @@ def test_a_long_memory_is_found_by_its_best_part(store: Store) -> None:
                                                       with_vectors=True)}
     assert np.allclose(got["a long memory"].parts or [], [other, answer], atol=1e-6)
     assert got["a short memory"].parts is None
+    # The passages alone, as the context block reads them: owner-scoped, float32 rows.
+    rows = store.passage_vectors(ALICE, [long.id, short.id, bobs.id])
+    assert list(rows) == [long.id] and rows[long.id].dtype == np.float32
+    assert np.allclose(rows[long.id], [other, answer], atol=1e-6)
+    assert store.passage_vectors(BOB, [long.id]) == {}
+    assert store.passage_vectors(ALICE, []) == {}
     lists = store.search_candidates(ALICE, [], [VectorQuery(PARTS, answer)], 10)
     [(ids, scores)] = lists.lists
     assert ids == [long.id]  # one entry a memory, owner-scoped, short ones absent
@@ -317,6 +323,7 @@ def test_a_store_created_without_parts_still_opens_and_writes(
         long = point(ALICE, "a long memory", 40)
         long.parts = [vec(41), vec(42)]
         store.upsert(ALICE, [long])  # stored without its parts, not refused
+        assert store.passage_vectors(ALICE, [long.id]) == {}
         [got] = store.get(ALICE, [long.id], with_vectors=True)
         assert got.parts is None and got.dense is not None
     finally:
