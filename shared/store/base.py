@@ -101,7 +101,7 @@ def passage_rows(records: Iterable[Any]) -> dict[str, np.ndarray]:
     found: dict[str, np.ndarray] = {}
     for record in records:
         rows = record.vector.get(PARTS) if isinstance(record.vector, dict) else None
-        if rows:
+        if rows is not None and len(rows) > 0:  # a list or an array, whichever binding
             found[str(record.id)] = np.asarray(rows, dtype=np.float32)
     return found
 
