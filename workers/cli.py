@@ -213,7 +213,8 @@ def eval_(
     With --protocol chat (locomo, longmemeval), each conversation is posted turn by turn
     with the default extraction and each question asks /v1/context at its defaults: the
     share of questions whose block holds an evidence turn, empty blocks, memories per turn,
-    block tokens, ingest turns/s, and /v1/context beside /v1/search latency.
+    block tokens, ingest turns/s, and /v1/context beside /v1/search latency (every
+    question timed twice, the routes in one order and then the other).
 
     With --crowd N, N memories of other users (English and Chinese everyday sentences)
     are stored through the import API before the set: a user's ranking must not move
