@@ -78,6 +78,7 @@ def test_exceptions_are_logged_without_their_text() -> None:
 
 
 WARNING_SCRIPT = textwrap.dedent('''
+    import threading
     import time
     from memoryd.platform.logs import configure_logging
     from memoryd.platform.redis_runtime import free_port
@@ -86,7 +87,9 @@ WARNING_SCRIPT = textwrap.dedent('''
     configure_logging("INFO", json=True)
     # No server on this port: qdrant-client's version check (a thread of its own) warns.
     store = QdrantClientStore("memories", url=f"http://127.0.0.1:{free_port()}", timeout_s=1)
-    time.sleep(3)
+    deadline = time.monotonic() + 60
+    while threading.active_count() > 1 and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the check's thread has warned and ended
 ''')
 
 
