@@ -6,7 +6,8 @@ ends into parts of at most about `PART_TOKENS`, each embedded on its own; the st
 them as a multivector scored by MaxSim (`shared/store`, `PARTS`), so a query meets the
 passage that answers it. The memory's single vector, which deduplication, conflicts and
 the dense list read, is the normalised mean of its parts: the text is embedded once, in
-parts, never again whole.
+parts, never again whole. A fact's topic reading (`memoryd.extraction.topics`) is one more
+part of it, which only the MaxSim over parts reads.
 
 Lengths are estimated, not tokenised (shared/embeddings/lengths.py): close enough to
 size passages for any embedder, local or hosted.
@@ -25,6 +26,8 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from memoryd.embeddings.base import Embedder, FloatArray, l2_normalize
 from memoryd.embeddings.lengths import (
@@ -139,7 +142,8 @@ def _cut(text: str, begin: int, end: int) -> list[tuple[int, int, float]]:
 
 @dataclass(frozen=True)
 class MemoryVector:
-    """One memory's vectors: `dense` (dim,), and `parts` (n, dim) when it is long."""
+    """One memory's vectors: `dense` (dim,), and `parts` (n, dim) when it is long or is
+    also read by another text (its passages, then that reading)."""
 
     dense: FloatArray
     parts: FloatArray | None = None
@@ -149,22 +153,32 @@ class MemoryVector:
 
 
 def embed_memories(
-    embedder: Embedder, texts: Sequence[str], in_parts: bool = True
+    embedder: Embedder, texts: Sequence[str], in_parts: bool = True,
+    readings: Sequence[str | None] | None = None,
 ) -> list[MemoryVector]:
     """Every text's vectors, in one call to the model for all their passages (with
-    `in_parts` False, every text whole), each text within `MEMORY_TOKENS`."""
+    `in_parts` False, every text whole), each text within `MEMORY_TOKENS`.
+
+    `readings`, one per text (None: none): another text the memory is also read by (a
+    fact's topic reading, `memoryd.extraction.topics`), embedded as one more of its parts,
+    so the dense list's MaxSim over parts meets it too. The memory's own vector stays that
+    of its text: deduplication and conflicts compare what memories say. Without parts
+    (`in_parts` False) there is nowhere to keep a reading, and none is embedded."""
     split = [within_budget(embedder, split_parts(t) if in_parts else [t]) for t in texts]
-    flat = [p for parts in split for p in parts]
+    extra = [within_budget(embedder, [r])[0] if in_parts and r else None
+             for r in (readings if readings is not None else [None] * len(texts))]
+    flat = [p for parts in split for p in parts] + [r for r in extra if r is not None]
     rows = embedder.embed_documents(flat)
     out: list[MemoryVector] = []
-    at = 0
-    for parts in split:
+    at, next_reading = 0, sum(len(parts) for parts in split)
+    for parts, reading in zip(split, extra, strict=True):
         block = rows[at : at + len(parts)]
         at += len(parts)
-        if len(parts) == 1:
-            out.append(MemoryVector(block[0]))
-        else:
-            out.append(MemoryVector(l2_normalize(block.mean(axis=0)), block))
+        whole = block[0] if len(parts) == 1 else l2_normalize(block.mean(axis=0))
+        if reading is not None:
+            block = np.vstack([block, rows[next_reading]])
+            next_reading += 1
+        out.append(MemoryVector(whole, block if len(block) > 1 else None))
     return out
 
 

@@ -34,6 +34,7 @@ from redis.exceptions import RedisError
 from memoryd.embeddings import Embedder, make_embedder
 from memoryd.embeddings.factory import canonical_spec
 from memoryd.embeddings.parts import embed_memories, split_parts
+from memoryd.extraction.topics import topic_reading
 from memoryd.index.generations import IndexRecord, IndexRouter, PhysicalIndex
 from memoryd.index.write_fence import WriteFence, parse_member
 from memoryd.jobs.job_store import JobStore
@@ -50,7 +51,7 @@ from memoryd.platform.errors import (
 from memoryd.platform.logs import get_logger
 from memoryd.platform.script_share import cjk_share
 from memoryd.platform.settings import Settings
-from memoryd.records.models import JobStatus, Owner
+from memoryd.records.models import JobStatus, MemoryKind, Owner, inferred_kind
 from memoryd.records.schemas import JobAccepted
 from memoryd.retrieval.keywords import keyword_vector
 from memoryd.store import PointData, StoredPoint
@@ -274,15 +275,18 @@ def _copy(rx: Reindexing, step: ReindexStep, points: Sequence[StoredPoint]) -> t
         vectors = {p.id: (p.dense, p.parts) for p in points if p.dense is not None}
     else:
         vectors = _from_donors(rx, step, points)
-    # A long memory from a store without parts is embedded again, in parts.
+    # A long memory from a store without parts is embedded again, in parts, and so is a
+    # fact written before facts were read by their topics (`extraction.topics`).
     in_parts = rx.settings.long_memory_parts and target.supports_parts
+    readings = {p.id: stored_reading(p.payload) for p in points}
     missing = [p for p in points if p.id not in vectors
                or (in_parts and vectors[p.id][1] is None
-                   and len(split_parts(str(p.payload.get("content", "")))) > 1)]
+                   and (readings[p.id] is not None
+                        or len(split_parts(str(p.payload.get("content", "")))) > 1))]
     if missing:
         model = _embedder(rx, step.target.embedder)
         fresh = embed_memories(model, [str(p.payload.get("content", "")) for p in missing],
-                               in_parts)
+                               in_parts, [readings[p.id] for p in missing])
         vectors.update({p.id: (v.dense.tolist(), v.parts_list())
                         for p, v in zip(missing, fresh, strict=True)})
     for owner, group in _by_owner(points).items():
@@ -295,6 +299,15 @@ def _copy(rx: Reindexing, step: ReindexStep, points: Sequence[StoredPoint]) -> t
             for p in group
         ])
     return len(points) - len(missing), len(missing)
+
+
+def stored_reading(payload: dict[str, Any]) -> str | None:
+    """The topic reading of a stored fact (`extraction.topics`), a fact stored before kinds
+    existed included; None for any other memory."""
+    kind = payload.get("kind") or inferred_kind(payload.get("source"), payload.get("type"))
+    if kind != MemoryKind.FACT.value:
+        return None
+    return topic_reading(str(payload.get("content", "")))
 
 
 def _from_donors(

@@ -156,7 +156,9 @@ class LLMExtraction:
     def _resolve(self, cmd: IngestCommand, planned: list[Planned], job_id: str) -> list[Step]:
         writing = [p for p in planned if p.op.action is not Action.DELETE]
         texts = [*(c.content for c in self.episodes), *(p.content for p in writing)]
-        embedded = self.writer.embed(texts) if texts else []
+        # The planned writes are facts: each is read by its topics too.
+        kinds = [*(c.kind for c in self.episodes), *(MemoryKind.FACT for _ in writing)]
+        embedded = self.writer.embed(texts, kinds) if texts else []
         self.episode_vectors = embedded[: len(self.episodes)]
         vectors = embedded[len(self.episodes):] if writing else None
         vector_of = {p.index: vectors[i] for i, p in enumerate(writing)} if vectors is not None \

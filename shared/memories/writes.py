@@ -19,6 +19,7 @@ from redis import Redis
 from memoryd.embeddings.parts import MemoryVector, embed_memories
 from memoryd.extraction.interaction import candidates_for
 from memoryd.extraction.redaction import redact
+from memoryd.extraction.topics import topic_reading
 from memoryd.index.generations import View
 from memoryd.jobs.forgetting import ForgetSpan, record_forget, refuse_forgotten, scrub_jobs
 from memoryd.memories.erasure import Erasure, after_forget
@@ -165,7 +166,7 @@ class MemoryWriter:
             # An upsert replaces every vector of the point: unchanged text keeps its own.
             dense, parts = point.dense, point.parts
             if after.content != before.content or dense is None:
-                [vector] = self.embed([after.content])
+                [vector] = self.embed([after.content], [after.kind])
                 dense, parts = vector.dense.tolist(), vector.parts_list()
             sparse = keyword_vector(after.content)
             self.writes.upsert(owner, [PointData(after.id, after.to_payload(), dense, sparse,
@@ -382,7 +383,7 @@ class MemoryWriter:
         candidates = [replace(c, content=redact(c.content)) for c in candidates]
         # Embedding is the slow part: do it before taking the user's lock.
         if vectors is None:
-            vectors = self.embed([c.content for c in candidates])
+            vectors = self.embed([c.content for c in candidates], [c.kind for c in candidates])
         results = []
         pending = _Pending()
         with self.locked(owner):
@@ -652,11 +653,16 @@ class MemoryWriter:
 
     # ---- helpers --------------------------------------------------------------
 
-    def embed(self, texts: list[str]) -> list[MemoryVector]:
-        """Vectors of `texts` (a long one's parts too): done before taking the user's lock,
-        being the slow part of a write."""
+    def embed(self, texts: list[str], kinds: Sequence[MemoryKind | None] | None = None
+              ) -> list[MemoryVector]:
+        """Vectors of `texts` (a long one's parts too, and a fact's topic reading: `kinds`,
+        one per text, None when none is a fact): done before taking the user's lock, being
+        the slow part of a write."""
         failpoints.reach(failpoints.EMBED_DOCUMENTS)
-        return embed_memories(self.embedder, texts, self.settings.long_memory_parts)
+        readings = None if kinds is None else [
+            topic_reading(text) if kind is MemoryKind.FACT else None
+            for text, kind in zip(texts, kinds, strict=True)]
+        return embed_memories(self.embedder, texts, self.settings.long_memory_parts, readings)
 
     def locked(self, owner: Owner) -> AbstractContextManager[None]:
         """The user's write lock: every read-decide-write of one user's memories holds it."""

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from conftest import KEY_A
-from helpers import save
+from helpers import save, wait_job
 
 from memoryd.records.schemas import BlockLanguage
 from memoryd.retrieval.context_block import HEADERS
@@ -243,3 +243,48 @@ def test_a_long_episode_is_quoted_by_the_passage_that_matched(
     assert "Kyoto" not in quote and "alternator" not in quote
     assert quote.removeprefix("… ").removesuffix(" …") in LONG_EPISODE
     assert "Biscuit" in body["block"] and "Kyoto" not in body["block"]
+
+
+def chat(api: httpx.Client, user: str, turns: list[tuple[str, str]]) -> None:
+    """Each (user message, reply) posted as a chat server posts it: default extraction."""
+    for n, (said, reply) in enumerate(turns):
+        at = f"2024-05-{n + 1:02d}T10:00:00Z"
+        accepted = api.post("/v1/interactions", json={
+            "user_id": user, "thread_id": "chat", "messages": [
+                {"role": "user", "content": said, "created_at": at},
+                {"role": "assistant", "content": reply, "created_at": at}]})
+        assert accepted.status_code == 202, accepted.text
+        assert wait_job(api, accepted.json()["job_id"])["status"] == "succeeded"
+
+
+SMALL_TALK = [
+    ("给我讲个笑话吧", "为什么程序员分不清万圣节和圣诞节?因为 Oct 31 等于 Dec 25。"),
+    ("帮我写一首关于秋天的短诗", "秋风起,落叶黄,一地金色的时光。"),
+    ("推荐一部轻松的电影吧", "可以看看《布达佩斯大饭店》。"),
+    ("What's a fun board game for four people?", "Try Ticket to Ride."),
+]
+
+
+def test_a_question_by_topic_finds_the_fact_in_either_language(
+    api: httpx.Client, user: str,
+) -> None:
+    """People ask about a fact by its topic, not its words: "What is my job?" of "I work as
+    an accountant". The fact drawn from the statement is also read by its topics' names in
+    English and Chinese (`extraction.topics`), so both questions reach it."""
+    statement = "I work as an accountant for a small bakery chain."
+    chat(api, user, [*SMALL_TALK[:2], (statement, "Bakeries must keep tidy books."),
+                     *SMALL_TALK[2:]])
+    for question in ("What is my job?", "我是做什么工作的?"):
+        held = contents(context(api, user, question))
+        assert any("accountant" in c for c in held), (question, held)
+
+
+def test_two_facts_of_one_topic_are_both_kept(api: httpx.Client, user: str) -> None:
+    """A fact's topic reading is one more of its parts, never its own vector: two facts of
+    one topic are as far apart as their words, and neither is taken for a duplicate."""
+    chat(api, user, [("My sister lives in Lisbon.", "Lisbon is lovely."),
+                     ("My brother lives in Lisbon.", "So they are neighbours!")])
+    facts = [m["content"] for m in api.get("/v1/memories", params={
+        "user_id": user, "kind": "fact"}).json()["items"]]
+    assert len(facts) == 2 and any("sister" in f for f in facts) \
+        and any("brother" in f for f in facts), facts

@@ -23,6 +23,7 @@ from memoryd.extraction import rules_patterns as p
 from memoryd.extraction.redaction import found_secrets, redact
 from memoryd.extraction.rules import extract_rules
 from memoryd.extraction.screens import fold
+from memoryd.extraction.topics import topic_reading
 from memoryd.platform.settings import Settings
 from memoryd.retrieval.keywords import keyword_vector
 from ops.bench import hostile as bench_hostile
@@ -62,6 +63,12 @@ def test_every_pass_is_linear_on_the_hostile_corpus(name: str) -> None:
     slow = {shape: found for shape, text in hostile_corpus(MAX_BYTES).items()
             if (found := _superlinear(run, text)) is not None}
     assert not slow, f"{name} grows faster than linearly on {slow}"
+
+
+def test_a_facts_topics_are_read_in_linear_time() -> None:
+    slow = {shape: found for shape, text in hostile_corpus(MAX_BYTES).items()
+            if (found := _superlinear(topic_reading, text)) is not None}
+    assert not slow, f"topic_reading grows faster than linearly on {slow}"
 
 
 # ---- generated hostile text --------------------------------------------------------------

@@ -72,6 +72,30 @@ def test_embed_memories_gives_a_long_text_its_parts_and_their_mean() -> None:
     assert whole.parts is None
 
 
+def test_a_reading_is_one_more_part_and_leaves_the_memorys_own_vector() -> None:
+    e5 = E5Embedder()
+    fact = "User works as a data analyst at a logistics company"
+    reading = "Work, job (工作): " + fact
+    long = TURN * 12
+    [plain, read, long_read] = embed_memories(e5, [fact, fact, long],
+                                              readings=[None, reading, reading])
+    assert plain.parts is None
+    # Deduplication and conflicts read `dense`: what the fact says, reading or not.
+    assert np.array_equal(read.dense, plain.dense)
+    assert read.parts is not None and read.parts.shape == (2, e5.dim)
+    assert np.array_equal(read.parts[0], plain.dense)
+    assert np.allclose(read.parts[1], e5.embed_documents([reading])[0], atol=1e-5)
+    # The dense list's MaxSim over parts meets a question by its topic through it.
+    query = e5.embed_query("我是做什么工作的?")
+    assert float(np.max(read.parts @ query)) > float(plain.dense @ query) + 0.02
+    # A long memory keeps its passages' mean as its vector; the reading comes last.
+    passages = len(split_parts(long))
+    assert long_read.parts is not None and long_read.parts.shape == (passages + 1, e5.dim)
+    assert np.allclose(long_read.dense, embed_memories(e5, [long])[0].dense, atol=1e-6)
+    # Without parts there is nowhere to keep a reading.
+    assert embed_memories(e5, [fact], in_parts=False, readings=[reading])[0].parts is None
+
+
 def test_keywords_of_a_long_memory_weigh_as_a_passage() -> None:
     passage = "Caroline: My grandmother gave me a silver necklace from Sweden."
     long = TURN * 10 + passage
