@@ -23,6 +23,7 @@ import numpy as np
 from memoryd.embeddings import make_embedder
 from memoryd.embeddings.parts import embed_memories, split_parts
 from memoryd.evaluation.datasets import LONG_TURN_SHAPE
+from memoryd.extraction.topics import topic_reading
 from memoryd.platform.settings import Settings
 from ops.bench.common import Options
 from ops.bench.fill import Locomo
@@ -102,6 +103,7 @@ def run_long_ingest(stack: Stack, texts: Sequence[str], in_parts: bool,
         extra = {"turns": turns,
                  "episodes": sum(int(r.get("episodes", 0)) for r in results),
                  "facts": sum(int(r.get("facts", 0)) for r in results),
+                 "topic_readings": topic_readings(stack, {b["user_id"] for b in bodies}),
                  "interactions_per_s": round(len(texts) / seconds, 2)}
     return {
         "interactions": len(texts),
@@ -118,6 +120,19 @@ def run_long_ingest(stack: Stack, texts: Sequence[str], in_parts: bool,
         "cpu": cpu.result,
         "timed": "first enqueue until the last job was marked succeeded",
     }
+
+
+def topic_readings(stack: Stack, users: set[str]) -> int:
+    """How many of the users' facts were also embedded by their topics (one more embedding
+    each: `memoryd.extraction.topics`)."""
+    count = 0
+    with stack.client() as client:
+        for user in sorted(users):
+            page = client.get("/v1/memories", params={"user_id": user, "kind": "fact",
+                                                      "limit": 200})
+            page.raise_for_status()
+            count += sum(topic_reading(m["content"]) is not None for m in page.json()["items"])
+    return count
 
 
 def run_long_phase(opts: Options, locomo: Locomo, workdir: Path) -> dict[str, Any]:

@@ -126,10 +126,13 @@ def table_rows(report: dict[str, Any]) -> list[Row]:
             g["embedder_alone_per_s"], "turns/s", contention(g))
         if name == "default" and g.get("turns"):
             facts = g["facts"] / g["turns"]
+            readings = g.get("topic_readings", 0) / g["turns"]
             row("  what a turn costs: its episode's passages and the facts drawn from it, "
-                "one embedding each", round(g["passages_mean"] + facts, 2), "embeddings",
-                f"{g['passages_mean']:.2f} passages + {facts:.2f} facts; "
-                f"{1000 / g['turns_per_s']:.0f} ms of the worker a turn")
+                "one embedding each (and each fact's topic reading)",
+                round(g["passages_mean"] + facts + readings, 2), "embeddings",
+                f"{g['passages_mean']:.2f} passages + {facts:.2f} facts"
+                + (f" + {readings:.2f} topic readings" if "topic_readings" in g else "")
+                + f"; {1000 / g['turns_per_s']:.0f} ms of the worker a turn")
     search = report.get("search")
     if search:
         bound = search["embedder_bound"]

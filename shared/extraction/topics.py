@@ -48,7 +48,7 @@ _OCCUPATIONS = (
 TOPICS: tuple[Topic, ...] = (
     _topic(
         "home", "Home, where the user lives (住处)",
-        r"move[ds]?|moving|relocat(?:e|ed|es|ing)|lives?|lived|living|settled|apartment|flat"
+        r"move[ds]?|moving|relocat(?:e|ed|es|ing)|lives?|lived|living|settled|apartment"
         r"|house|rent(?:s|ed|ing)?|neighbou?rhood|hometown|grew up",
         r"搬|住在|住进|住的|定居|移居|老家|家乡|房子|公寓|租房|买房|长大",
     ),
@@ -70,21 +70,23 @@ TOPICS: tuple[Topic, ...] = (
     ),
     _topic(
         "work", "Work, job (工作)",
+        # An occupation only as what someone is: "is a nurse", not "saw a doctor".
         rf"works?|worked|working|jobs?|careers?|company|office|employer|employed|colleagues?"
         rf"|coworkers?|boss|salary|promot(?:ed|ion)|hired|fired|retired?|profession|occupation"
-        rf"|shifts?|{_OCCUPATIONS}",
+        rf"|shifts?|(?:as|is|am|'m|are|became|become)\s+(?:an?\s+)?(?:{_OCCUPATIONS})",
         r"工作|上班|下班|公司|单位|同事|老板|上司|职业|职位|工资|薪水|升职|跳槽|辞职|退休|实习"
-        r"|加班|医生|护士|老师|教师|工程师|程序员|设计师|律师|会计|厨师|司机|记者|警察|教授"
-        r"|分析师|牙医|兽医",
+        r"|加班|(?:当|是|做|成为)(?:一名|一位|一个|个)?(?:医生|护士|老师|教师|工程师|程序员"
+        r"|设计师|律师|会计|厨师|司机|记者|警察|教授|分析师|牙医|兽医)",
     ),
     _topic(
         "health", "Health (健康)",
         r"allerg(?:y|ic|ies)|sick|ill|illness|disease|diabet(?:es|ic)|asthma|blood pressure"
         r"|hypertension|cholesterol|migraines?|headaches?|surgery|injur(?:y|ed|ies)|fracture[ds]?"
         r"|pain|cancer|pregnan(?:t|cy)|therapy|depress(?:ed|ion)|anxiety|insomnia|medications?"
-        r"|medicine|diagnos(?:ed|is)|intoleran(?:t|ce)|gluten|lactose|health|healthy|hospital",
+        r"|medicine|diagnos(?:ed|is)|intoleran(?:t|ce)|gluten|lactose|health|healthy|hospital"
+        r"|(?:see|sees|saw|seeing)\s+(?:a|the|my|their)\s+(?:doctor|dentist)",
         r"过敏|生病|病了|感冒|发烧|高血压|糖尿病|哮喘|胆固醇|头疼|头痛|手术|受伤|骨折|扭伤|摔断"
-        r"|疼|痛|癌|怀孕|失眠|抑郁|焦虑|吃药|住院|医院|体检|健康|不耐受",
+        r"|疼|痛|癌|怀孕|失眠|抑郁|焦虑|吃药|住院|医院|体检|健康|不耐受|看医生|看牙医|看病",
     ),
     _topic(
         "learning", "Learning (学习)",

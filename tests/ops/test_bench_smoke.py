@@ -105,6 +105,7 @@ def test_bench_runs_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
     default = report["long_ingest"]["default"]
     assert default["turns"] == default["episodes"] == 6 and default["turns_per_s"] > 0
     assert "what a turn costs: its episode's passages and the facts drawn from it" in proc.stdout
+    assert 0 <= default["topic_readings"] <= default["facts"]
     assert set(report["goals"]) == {"enqueue_p50_ms", "ingest_memories_per_s",
                                     "ingest_default_threads_memories_per_s",
                                     "long_turns_per_s", "long_default_turns_per_s"}

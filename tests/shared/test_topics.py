@@ -16,6 +16,10 @@ from memoryd.index.reindex import stored_reading
     ("User's brother Tom lives in Toronto", {"family", "home"}),
     ("用户的女儿今年上小学", {"family", "learning"}),
     ("User works as a data analyst at a logistics company", {"work"}),
+    ("User's sister Anna is a nurse in Lisbon", {"family", "work"}),
+    ("User saw a doctor about the rash", {"health"}),  # an occupation only as what one is
+    ("用户下周三要去看牙医", {"health", "plans"}),
+    ("用户在上海一家医院当医生", {"work", "health"}),
     ("用户在一家银行上班", {"work"}),
     ("User is allergic to peanuts", {"health"}),
     ("用户有高血压", {"health"}),
