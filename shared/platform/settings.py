@@ -153,8 +153,9 @@ class Settings(BaseSettings):
     # Cosine at or above which a new memory is a semantic duplicate. Unset: the embedder's
     # own default (e5-small's cosines run high, so it needs a higher bar; see writes.py).
     dedup_threshold: float | None = Field(None, gt=0, le=1)
-    # A long memory is embedded in passages and searched by its best one (MaxSim); off,
-    # it is embedded whole into one vector (shared/embeddings/parts.py).
+    # A long memory is embedded in passages and searched by its best one (MaxSim), and a
+    # fact by its topic reading too; off, each is embedded whole into one vector
+    # (shared/embeddings/parts.py, shared/extraction/topics.py).
     long_memory_parts: bool = True
     user_lock_timeout_s: float = Field(30.0, gt=0)
     user_lock_wait_s: float = Field(20.0, gt=0)
