@@ -4,14 +4,14 @@ reads a fact by besides its own words.
 People ask about a fact by its topic, not by its words: "What is my job?" of "User works as
 a data analyst at a logistics company", 我住在哪里? of "User moved to Berlin last month".
 e5-small scores such a pair barely above the user's unrelated memories, and across
-languages below them. So a fact that names one of the topics below (those the default
-extraction's rules cover: home and moving, pets, family, work, health, plans, likes and
-dislikes, learning) is also embedded with its topics' names in both languages before it
-("Work, job (工作): User works as …"), as one more passage of the fact
-(`memoryd.embeddings.parts.embed_memories`). Its own vector, which deduplication and
-conflicts read, stays that of its words: two facts of one topic would otherwise come
-closer than the duplicate threshold ("User's sister lives in Lisbon" / "… brother …").
-docs/decisions/0047-a-facts-topic-reading.md.
+languages below them. So a fact that names one of the topics below (the everyday ones the
+default extraction's rules cover: home and moving, pets, family, work, health and diet,
+learning, hobbies and sports, likes and dislikes, plans) is also embedded with its topics'
+names in both languages before it ("Work, job (工作): User works as …"), as one more
+passage of the fact (`memoryd.embeddings.parts.embed_memories`). Its own vector, which
+deduplication and conflicts read, stays that of its words: two facts of one topic would
+otherwise come closer than the duplicate threshold ("User's sister lives in Lisbon" /
+"… brother …"). docs/decisions/0047-a-facts-topic-reading.md.
 
 A topic is named when the fact holds one of its words (a word list per language, not a
 classifier): bounded work, linear in the text, the same answer on every host.
@@ -84,15 +84,25 @@ TOPICS: tuple[Topic, ...] = (
         r"|hypertension|cholesterol|migraines?|headaches?|surgery|injur(?:y|ed|ies)|fracture[ds]?"
         r"|pain|cancer|pregnan(?:t|cy)|therapy|depress(?:ed|ion)|anxiety|insomnia|medications?"
         r"|medicine|diagnos(?:ed|is)|intoleran(?:t|ce)|gluten|lactose|health|healthy|hospital"
-        r"|(?:see|sees|saw|seeing)\s+(?:a|the|my|their)\s+(?:doctor|dentist)",
+        r"|(?:see|sees|saw|seeing)\s+(?:a|the|my|their)\s+(?:doctor|dentist)"
+        r"|diet|vegetarian|vegan|keto",
         r"过敏|生病|病了|感冒|发烧|高血压|糖尿病|哮喘|胆固醇|头疼|头痛|手术|受伤|骨折|扭伤|摔断"
-        r"|疼|痛|癌|怀孕|失眠|抑郁|焦虑|吃药|住院|医院|体检|健康|不耐受|看医生|看牙医|看病",
+        r"|疼|痛|癌|怀孕|失眠|抑郁|焦虑|吃药|住院|医院|体检|健康|不耐受|看医生|看牙医|看病"
+        r"|吃素|素食|忌口|节食|减肥",
     ),
     _topic(
         "learning", "Learning (学习)",
         r"learn(?:s|ed|t|ing)?|stud(?:y|ies|ied|ying)|students?|courses?|class(?:es)?"
         r"|lessons?|school|university|college|degree|exams?|practi[cs](?:e|es|ed|ing)|tutor",
         r"学|练习|练|课|考试|大学|学校|培训",
+    ),
+    _topic(
+        "hobbies", "Hobbies, sports (爱好)",
+        r"hobby|hobbies|sports?|play(?:s|ed|ing)?|hik(?:e|es|ed|ing)|running|swimming|cycling"
+        r"|yoga|gym|tennis|football|soccer|basketball|badminton|golf|chess|painting|drawing"
+        r"|gardening|fishing|climbing|knitting|baking|photography",
+        r"爱好|运动|健身|打球|篮球|足球|羽毛球|网球|乒乓球|高尔夫|跑步|游泳|骑车|爬山|徒步|瑜伽"
+        r"|下棋|钓鱼|画画|摄影|烘焙",
     ),
     _topic(
         "likes", "Likes and dislikes (喜好)",
