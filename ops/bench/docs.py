@@ -488,10 +488,9 @@ SECTIONS = (
         "message and reply); each statement is then asked about in both languages through "
         "`/v1/context` at its defaults, of its user and of the other user, who never said it. "
         "Beside it: whether `/v1/search`'s top hit is the statement (or a fact drawn from it). "
-        "Why an English statement asked about in Chinese rarely reaches the block, and what "
-        "was tried: [decisions/0027](decisions/0027-what-enters-the-context-block.md), "
-        "[0044](decisions/0044-madial-recall-screens-not-taken.md) and "
-        "[0046](decisions/0046-each-language-read-on-its-own.md).",
+        "What was tried for it: [the gate](decisions/0027-what-enters-the-context-block.md), "
+        "[fusion across languages](decisions/0046-each-language-read-on-its-own.md) and, "
+        "taken, [a fact's topic reading](decisions/0047-a-facts-topic-reading.md).",
         "`python -m ops.bench.everyday` saves it",
         _one("everyday.json", everyday_block)),
     Section(
