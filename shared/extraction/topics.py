@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from memoryd.records.models import MemoryKind
+
 
 @dataclass(frozen=True)
 class Topic:
@@ -132,3 +134,9 @@ def topic_reading(text: str) -> str | None:
     if not named:
         return None
     return "; ".join(t.label for t in named) + ": " + text
+
+
+def fact_reading(kind: MemoryKind | str | None, text: str) -> str | None:
+    """A memory's topic reading when it is a fact (`topic_reading`); None for an episode
+    or a note, which have none. Its parts are its passages, then this reading."""
+    return topic_reading(text) if kind == MemoryKind.FACT else None

@@ -34,7 +34,7 @@ from redis.exceptions import RedisError
 from memoryd.embeddings import Embedder, make_embedder
 from memoryd.embeddings.factory import canonical_spec
 from memoryd.embeddings.parts import embed_memories, split_parts
-from memoryd.extraction.topics import topic_reading
+from memoryd.extraction.topics import fact_reading
 from memoryd.index.generations import IndexRecord, IndexRouter, PhysicalIndex
 from memoryd.index.write_fence import WriteFence, parse_member
 from memoryd.jobs.job_store import JobStore
@@ -51,7 +51,7 @@ from memoryd.platform.errors import (
 from memoryd.platform.logs import get_logger
 from memoryd.platform.script_share import cjk_share
 from memoryd.platform.settings import Settings
-from memoryd.records.models import JobStatus, MemoryKind, Owner, inferred_kind
+from memoryd.records.models import JobStatus, Owner, inferred_kind
 from memoryd.records.schemas import JobAccepted
 from memoryd.retrieval.keywords import keyword_vector
 from memoryd.store import PointData, StoredPoint
@@ -305,9 +305,7 @@ def stored_reading(payload: dict[str, Any]) -> str | None:
     """The topic reading of a stored fact (`extraction.topics`), a fact stored before kinds
     existed included; None for any other memory."""
     kind = payload.get("kind") or inferred_kind(payload.get("source"), payload.get("type"))
-    if kind != MemoryKind.FACT.value:
-        return None
-    return topic_reading(str(payload.get("content", "")))
+    return fact_reading(kind, str(payload.get("content", "")))
 
 
 def _from_donors(

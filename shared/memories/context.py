@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memoryd.embeddings.parts import split_parts
+from memoryd.extraction.topics import fact_reading
 from memoryd.memories import reads
 from memoryd.records.models import MemoryKind, Owner, Role
 from memoryd.records.schemas import (
@@ -149,18 +150,20 @@ def matched_passages(
     rp: reads.ReadPath, owner: Owner, hits: Sequence[SearchHit], vector: np.ndarray | None,
 ) -> dict[str, str]:
     """A long memory's passage nearest the query (the one its MaxSim search score came
-    from), by id; short memories, and any whose passages cannot be read, are quoted whole."""
+    from), by id; short memories, and any whose passages cannot be read, are quoted whole.
+    A fact's parts end with its topic reading (`extraction.topics`), which is no passage of
+    its text: only the passages' rows are compared."""
     if vector is None or not rp.store.supports_parts:
         return {}
-    long = {h.memory.id: parts for h in hits
-            if len(parts := split_parts(h.memory.content)) > 1}
+    long = {h.memory.id: (parts, fact_reading(h.memory.kind, h.memory.content) is not None)
+            for h in hits if len(parts := split_parts(h.memory.content)) > 1}
     found: dict[str, str] = {}
     # Only the passages' vectors are read: the hits already hold the text.
     for point_id, rows in rp.store.passage_vectors(owner, list(long)).items():
-        passages = long.get(point_id, [])
-        if len(rows) != len(passages):
+        passages, read = long.get(point_id, ([], False))
+        if len(rows) != len(passages) + read:
             continue
-        best = int(np.argmax(rows @ vector))
+        best = int(np.argmax(rows[: len(passages)] @ vector))
         text = passages[best].strip()
         found[point_id] = ("… " if best > 0 else "") + text + (
             " …" if best < len(passages) - 1 else "")

@@ -334,8 +334,8 @@ def candidates(
     if len(queries) > 1 and queries[1].using == PARTS:
         part_ids = lists.lists[1][0]
         if rp.settings.long_memory_parts and not full[1]:
-            # Only long memories have passages; a list of them shorter than its depth
-            # holds every long memory of the user under the filter.
+            # Only long memories and facts with a topic reading have parts; a list of them
+            # shorter than its depth holds every long memory of the user under the filter.
             long_ids = set(part_ids)
         lists = with_parts_merged(lists, depth)
     read_bridged = bridged is not None and vector is not None

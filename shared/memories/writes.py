@@ -19,7 +19,7 @@ from redis import Redis
 from memoryd.embeddings.parts import MemoryVector, embed_memories
 from memoryd.extraction.interaction import candidates_for
 from memoryd.extraction.redaction import redact
-from memoryd.extraction.topics import topic_reading
+from memoryd.extraction.topics import fact_reading
 from memoryd.index.generations import View
 from memoryd.jobs.forgetting import ForgetSpan, record_forget, refuse_forgotten, scrub_jobs
 from memoryd.memories.erasure import Erasure, after_forget
@@ -660,8 +660,7 @@ class MemoryWriter:
         the slow part of a write."""
         failpoints.reach(failpoints.EMBED_DOCUMENTS)
         readings = None if kinds is None else [
-            topic_reading(text) if kind is MemoryKind.FACT else None
-            for text, kind in zip(texts, kinds, strict=True)]
+            fact_reading(kind, text) for text, kind in zip(texts, kinds, strict=True)]
         return embed_memories(self.embedder, texts, self.settings.long_memory_parts, readings)
 
     def locked(self, owner: Owner) -> AbstractContextManager[None]:

@@ -245,6 +245,22 @@ def test_a_long_episode_is_quoted_by_the_passage_that_matched(
     assert "Biscuit" in body["block"] and "Kyoto" not in body["block"]
 
 
+
+def test_a_long_fact_is_quoted_by_its_passage_not_its_topic_reading(
+    api: httpx.Client, user: str,
+) -> None:
+    """A fact's parts are its passages, then its topic reading (`extraction.topics`): a
+    long fact is still quoted by the passage that matched."""
+    accepted = api.post("/v1/import", params={"user_id": user},
+                        json=[{"content": LONG_EPISODE, "kind": "fact"}])
+    assert accepted.status_code == 202, accepted.text
+    assert wait_job(api, accepted.json()["job_id"])["status"] == "succeeded"
+    [item] = context(api, user, "What is the name of the dog we adopted?")["items"]
+    assert item["memory"]["kind"] == "fact"
+    quote = item["quote"]
+    assert quote is not None and quote.startswith("… ") and "Biscuit" in quote
+    assert "Kyoto" not in quote and "alternator" not in quote
+
 def chat(api: httpx.Client, user: str, turns: list[tuple[str, str]]) -> None:
     """Each (user message, reply) posted as a chat server posts it: default extraction."""
     for n, (said, reply) in enumerate(turns):

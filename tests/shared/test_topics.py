@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from memoryd.extraction.topics import TOPICS, topic_reading, topics_of
+from memoryd.extraction.topics import TOPICS, fact_reading, topic_reading, topics_of
 from memoryd.index.reindex import stored_reading
+from memoryd.records.models import MemoryKind
 
 
 @pytest.mark.parametrize(("fact", "named"), [
@@ -73,3 +74,11 @@ def test_a_stored_fact_is_read_by_its_topics_when_embedded_again() -> None:
         == "Health (健康): " + fact
     assert stored_reading({"source": "interaction", "type": "episodic", "content": fact}) \
         is None
+
+
+def test_only_a_fact_has_a_reading() -> None:
+    fact = "User is allergic to peanuts"
+    assert fact_reading("fact", fact) == fact_reading(MemoryKind.FACT, fact) == \
+        topic_reading(fact)
+    assert fact_reading(MemoryKind.EPISODE, fact) is None
+    assert fact_reading(MemoryKind.NOTE, fact) is None and fact_reading(None, fact) is None
