@@ -245,7 +245,6 @@ def test_a_long_episode_is_quoted_by_the_passage_that_matched(
     assert "Biscuit" in body["block"] and "Kyoto" not in body["block"]
 
 
-
 def test_a_long_fact_is_quoted_by_its_passage_not_its_topic_reading(
     api: httpx.Client, user: str,
 ) -> None:
@@ -260,6 +259,7 @@ def test_a_long_fact_is_quoted_by_its_passage_not_its_topic_reading(
     quote = item["quote"]
     assert quote is not None and quote.startswith("… ") and "Biscuit" in quote
     assert "Kyoto" not in quote and "alternator" not in quote
+
 
 def chat(api: httpx.Client, user: str, turns: list[tuple[str, str]]) -> None:
     """Each (user message, reply) posted as a chat server posts it: default extraction."""
