@@ -16,7 +16,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from memoryd.client import MemorydClient
-from memoryd.memories.transfer import ImportRecord
 from memoryd.platform.settings import Settings, env_file_path
 
 
@@ -136,6 +135,10 @@ class ImportFile:
 def read_import_file(path: Path) -> ImportFile:
     """Every record checked with the server's own model before anything is sent, so a bad
     file stops with its line number and reason and imports nothing."""
+    # The model's module brings the write path with it (a second of imports): only the
+    # import command pays for it, not every other command of the CLI.
+    from memoryd.memories.transfer import ImportRecord
+
     try:
         raw = path.read_bytes()
     except OSError as exc:
