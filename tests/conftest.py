@@ -93,6 +93,15 @@ def stack_settings(data_dir: Path, redis_url: str, **overrides: Any) -> Settings
 
 
 @pytest.fixture(scope="session")
+def bench_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One `--cache-dir` for this test process's bench smokes (tests/ops/): they fill from
+    the same generated LoCoMo (tests/support/tiny_locomo.py), so the first to run embeds the
+    pool and saves it, and the others read it back, as a rerun of a bench does
+    (ops/bench/fill.py `embed_pool`)."""
+    return tmp_path_factory.mktemp("bench-cache")
+
+
+@pytest.fixture(scope="session")
 def fake_reranker() -> Iterator[FakeRerankServer]:
     server = FakeRerankServer().start()
     try:

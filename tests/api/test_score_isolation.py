@@ -87,7 +87,7 @@ QUERIES = [
 AS_OF = "2026-01-01T00:00:00Z"
 CROWD = 6000  # memories of the other tenant, then of the other users of the same tenant
 CROWD_USER = 200  # memories of one crowd user
-POOL = 500  # distinct crowd sentences, each embedded once
+POOL = 250  # distinct crowd sentences, each embedded once (at least CROWD_USER)
 CROWD_EPOCH = datetime(2025, 6, 1, tzinfo=UTC)
 TENANT_A, TENANT_B = "tenant-a", "tenant-b"  # what KEY_A and KEY_B map to
 # The crowd's words: the user's own (so that collection-wide statistics of those words

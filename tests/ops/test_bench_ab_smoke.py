@@ -31,10 +31,10 @@ def _run(args: list[str], tmp_path: Path) -> str:
     return proc.stdout
 
 
-def test_ab_prints_a_median_per_configuration(tmp_path: Path) -> None:
+def test_ab_prints_a_median_per_configuration(tmp_path: Path, bench_cache: Path) -> None:
     out = _run(["-m", "ops.bench.ab", "--size", "200", "--per-user", "100", "--rounds", "1",
                 "--searches", "10", "--pool-limit", "150", "--locomo", str(tiny(tmp_path)),
-                "--cache-dir", str(tmp_path / "cache"), "--work-dir", str(tmp_path),
+                "--cache-dir", str(bench_cache), "--work-dir", str(tmp_path),
                 "--config", "default=", "--config", "edge-2=MEMORYD_EDGE_SEARCH_THREADS=2"],
                tmp_path)
     for name in ("default", "edge-2"):
@@ -43,10 +43,12 @@ def test_ab_prints_a_median_per_configuration(tmp_path: Path) -> None:
         assert 0 < p50 <= p99, line
 
 
-def test_ab_with_concurrent_clients_prints_throughput_and_cpu(tmp_path: Path) -> None:
+def test_ab_with_concurrent_clients_prints_throughput_and_cpu(
+    tmp_path: Path, bench_cache: Path
+) -> None:
     out = _run(["-m", "ops.bench.ab", "--size", "200", "--per-user", "100", "--rounds", "1",
                 "--searches", "16", "--clients", "4", "--pool-limit", "150",
-                "--locomo", str(tiny(tmp_path)), "--cache-dir", str(tmp_path / "cache"),
+                "--locomo", str(tiny(tmp_path)), "--cache-dir", str(bench_cache),
                 "--work-dir", str(tmp_path), "--config", "default=",
                 "--config", "no-limit=MEMORYD_RATE_LIMIT_PER_S=0"], tmp_path)
     for name in ("default", "no-limit"):

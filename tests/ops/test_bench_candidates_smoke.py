@@ -14,13 +14,15 @@ from tests.support.tiny_locomo import write_tiny_locomo
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_prints_the_cpu_of_a_search_and_of_its_store_call(tmp_path: Path) -> None:
+def test_prints_the_cpu_of_a_search_and_of_its_store_call(
+    tmp_path: Path, bench_cache: Path
+) -> None:
     locomo = write_tiny_locomo(tmp_path / "locomo10.json")  # LoCoMo's shape, generated
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
     proc = subprocess.run(
         [sys.executable, "-m", "ops.bench.candidates", "--size", "200", "--per-user", "100",
          "--searches", "12", "--rounds", "1", "--pool-limit", "150", "--locomo", str(locomo),
-         "--cache-dir", str(tmp_path / "cache"), "--work-dir", str(tmp_path)],
+         "--cache-dir", str(bench_cache), "--work-dir", str(tmp_path)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
     results = float(re.search(r"([\d.]+) results a search", proc.stdout).group(1))  # type: ignore[union-attr]

@@ -28,7 +28,7 @@ def _positive(section: dict[str, Any], *keys: str) -> None:
         assert isinstance(value, int | float) and value > 0, f"{key} = {value!r}"
 
 
-def test_bench_runs_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
+def test_bench_runs_end_to_end_at_a_tiny_size(tmp_path: Path, bench_cache: Path) -> None:
     locomo = write_tiny_locomo(tmp_path / "locomo10.json")  # LoCoMo's shape, generated
     out = tmp_path / "bench.json"
     cmd = [
@@ -37,7 +37,7 @@ def test_bench_runs_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
         "--enqueue-n", "20", "--ingest-n", "20", "--search-n", "20", "--concurrent-n", "24",
         "--empty-n", "12", "--clients", "4", "--probe-n", "20", "--pool-limit", "150",
         "--long-n", "3", "--locomo", str(locomo), "--out", str(out),
-        "--cache-dir", str(tmp_path / "cache"), "--work-dir", str(tmp_path / "work"),
+        "--cache-dir", str(bench_cache), "--work-dir", str(tmp_path / "work"),
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
     env["PYTHONPATH"] = str(ROOT)  # `-m ops.bench` from any directory: this checkout

