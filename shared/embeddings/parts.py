@@ -42,7 +42,7 @@ from memoryd.embeddings.lengths import (
 )
 
 __all__ = ["LONG_TOKENS", "MEMORY_TOKENS", "PART_TOKENS", "WORD_TOKENS", "MemoryVector",
-           "embed_memories", "estimated_tokens", "split_parts"]
+           "embed_memories", "estimated_tokens", "part_spans", "split_parts"]
 
 # A part is a few sentences: short enough that one topic dominates its vector, long
 # enough that it still carries its context.
@@ -66,29 +66,43 @@ def split_parts(text: str) -> list[str]:
 
     Sentences are packed into `ceil(length / PART_TOKENS)` passages of about equal size; a
     sentence longer than a part is cut at word (or character) boundaries. Each passage is
-    a slice of the text, its line breaks and spacing kept. Linear in the length of the
-    text."""
+    a slice of the text, its line breaks and spacing kept inside and stripped at its ends
+    (`part_spans` gives the slices). Linear in the length of the text."""
+    return [text[begin:end] for begin, end in part_spans(text)]
+
+
+def part_spans(text: str) -> tuple[tuple[int, int], ...]:
+    """Where `split_parts` cuts `text`: each passage as its (begin, end) offsets in the
+    text. Offsets hold no text, so a memo of them keeps nothing a forget must clear
+    (`memoryd.platform.text_memo`)."""
     total = estimated_tokens(text)
     if total <= LONG_TOKENS:
-        return [text]
+        return ((0, len(text)),)
     target = total / math.ceil(total / PART_TOKENS)
-    parts: list[str] = []
+    spans: list[tuple[int, int]] = []
     begin = end = 0
     size = 0.0
     for piece_begin, piece_end, weight in _pieces(text):
         if size and size + weight > target * 1.25:
-            parts.append(text[begin:end])
+            spans.append((begin, end))
             size = 0.0
         if not size:
             begin = piece_begin
         end = piece_end
         size += weight
         if size >= target:
-            parts.append(text[begin:end])
+            spans.append((begin, end))
             size = 0.0
     if size:
-        parts.append(text[begin:end])
-    return [p.strip() for p in parts if p.strip()] or [text]
+        spans.append((begin, end))
+    stripped = [_stripped(text, b, e) for b, e in spans]
+    return tuple(span for span in stripped if span[0] < span[1]) or ((0, len(text)),)
+
+
+def _stripped(text: str, begin: int, end: int) -> tuple[int, int]:
+    """[begin, end) without the whitespace at its ends, as `str.strip` removes it."""
+    piece = text[begin:end]
+    return begin + len(piece) - len(piece.lstrip()), end - len(piece) + len(piece.rstrip())
 
 
 def _pieces(text: str) -> list[tuple[int, int, float]]:

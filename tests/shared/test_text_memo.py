@@ -6,6 +6,8 @@ import pickle
 
 import pytest
 
+from memoryd.embeddings.parts import split_parts
+from memoryd.memories import context
 from memoryd.platform.text_memo import TextMemo, text_digest
 from memoryd.retrieval import keywords
 
@@ -51,3 +53,14 @@ def test_long_memories_keyword_weights_are_kept_by_digest() -> None:
     assert keywords.passage_weights(text, scope="t2") is not first
     held = pickle.dumps(keywords._PASSAGE_WEIGHTS._entries)
     assert b"Lisbon" not in held and b"cello" not in held
+
+
+def test_long_memories_passages_are_kept_as_offsets_by_digest() -> None:
+    text = " ".join(f"On day {i} I practised the cello in Lisbon with Ana." for i in range(300))
+    first = context.passages_of(text, scope="t1")
+    assert first == split_parts(text) and len(first) > 1
+    assert context.passages_of(text, scope="t1") == first  # read back from the memo
+    held = pickle.dumps(context._SPANS._entries)
+    assert b"Lisbon" not in held and b"cello" not in held
+    assert all(isinstance(n, int) for spans in context._SPANS._entries.values()
+               for span in spans for n in span)

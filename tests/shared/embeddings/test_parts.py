@@ -13,6 +13,7 @@ from memoryd.embeddings.parts import (
     PART_TOKENS,
     embed_memories,
     estimated_tokens,
+    part_spans,
     split_parts,
 )
 from memoryd.retrieval.keywords import keyword_vector
@@ -46,6 +47,17 @@ def test_a_long_text_splits_into_bounded_passages_in_order(text: str) -> None:
         at = found + len(part)
     assert "".join(parts).replace(" ", "").replace("\n", "") == \
         text.replace(" ", "").replace("\n", "")
+
+
+@pytest.mark.parametrize("text", [
+    "", "   ", "short", TURN * 20, "  " + TURN * 20 + "\n\n", "。" * 400 + "字" * 300,
+    " \n".join(["word " * 30] * 12), "a" * 5000,
+])
+def test_the_spans_are_where_the_passages_lie(text: str) -> None:
+    spans = part_spans(text)
+    assert [text[b:e] for b, e in spans] == split_parts(text)
+    assert all(0 <= b < e <= len(text) for b, e in spans) or spans == ((0, len(text)),)
+    assert all(e1 <= b2 for (_, e1), (b2, _) in zip(spans, spans[1:], strict=False))
 
 
 def test_hostile_text_splits_in_bounded_time() -> None:
