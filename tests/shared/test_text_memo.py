@@ -59,6 +59,7 @@ def test_long_memories_passages_are_kept_as_offsets_by_digest() -> None:
     text = " ".join(f"On day {i} I practised the cello in Lisbon with Ana." for i in range(300))
     first = context.passages_of(text, scope="t1")
     assert first == split_parts(text) and len(first) > 1
+    assert ("t1", text_digest(text)) in context._SPANS._entries  # kept for that tenant
     assert context.passages_of(text, scope="t1") == first  # read back from the memo
     held = pickle.dumps(context._SPANS._entries)
     assert b"Lisbon" not in held and b"cello" not in held
