@@ -40,9 +40,10 @@ from memoryd.embeddings.lengths import (
     window,
     word_tokens,
 )
+from memoryd.platform.text_memo import TextMemo
 
 __all__ = ["LONG_TOKENS", "MEMORY_TOKENS", "PART_TOKENS", "WORD_TOKENS", "MemoryVector",
-           "embed_memories", "estimated_tokens", "part_spans", "split_parts"]
+           "embed_memories", "estimated_tokens", "part_spans", "passages_of", "split_parts"]
 
 # A part is a few sentences: short enough that one topic dominates its vector, long
 # enough that it still carries its context.
@@ -59,6 +60,20 @@ _CJK = re.compile(f"[{CHARACTER_SCRIPTS}]")
 _UNIT = re.compile(f"[{CHARACTER_SCRIPTS}]|[^\\s{CHARACTER_SCRIPTS}]+")
 # A word too long for one part is cut every this many characters.
 _CHUNK_CHARS = int(PART_TOKENS * LONG_WORD_CHARS_PER_TOKEN)
+
+
+# Where each long text's passages lie, kept by its digest for each scope (`TextMemo`:
+# offsets only, no text). A user's long memories come back search after search, and cutting
+# one costs about a millisecond on a 2-core host: the search's keyword head cuts each to
+# score its passages (`memoryd.retrieval.keywords`), the block each shown one to quote the
+# passage that matched (`memoryd.memories.context`). One memo serves both, so a memory
+# that does both on a request is cut once.
+_SPANS: TextMemo[tuple[tuple[int, int], ...]] = TextMemo(2048)
+
+
+def passages_of(text: str, *, scope: str) -> list[str]:
+    """`split_parts(text)`, its cuts kept for `scope` (the tenant reading it)."""
+    return [text[begin:end] for begin, end in _SPANS.get(scope, text, part_spans)]
 
 
 def split_parts(text: str) -> list[str]:

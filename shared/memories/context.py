@@ -17,10 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memoryd.embeddings.parts import part_spans
+from memoryd.embeddings.parts import passages_of
 from memoryd.extraction.topics import fact_reading
 from memoryd.memories import reads
-from memoryd.platform.text_memo import TextMemo
 from memoryd.records.models import MemoryKind, Owner, Role
 from memoryd.records.schemas import (
     BlockLanguage,
@@ -145,18 +144,6 @@ def adds_something(episode: SearchHit, facts: Sequence[SearchHit]) -> bool:
     for fact in facts:
         held |= _words(fact.memory.content)
     return len(own & held) / len(own) < COVERED
-
-
-# Where each long memory's passages lie, kept by its text's digest for each tenant
-# (`TextMemo`: offsets only, no text): the same long memories come back request after
-# request, and cutting one into passages costs about a millisecond on a 2-core host, which
-# the block spent on each of its dozen hits.
-_SPANS: TextMemo[tuple[tuple[int, int], ...]] = TextMemo(2048)
-
-
-def passages_of(text: str, *, scope: str) -> list[str]:
-    """`split_parts(text)`, its cuts kept for `scope` (the tenant reading it)."""
-    return [text[begin:end] for begin, end in _SPANS.get(scope, text, part_spans)]
 
 
 def matched_passages(

@@ -24,7 +24,7 @@ from functools import lru_cache
 
 import snowballstemmer
 
-from memoryd.embeddings.parts import split_parts
+from memoryd.embeddings.parts import passages_of, split_parts
 from memoryd.platform.text_memo import TextMemo
 from memoryd.retrieval.bm25 import BM25_AVG_LEN, BM25_B, BM25_K1
 from memoryd.retrieval.query_text import read_query
@@ -224,8 +224,8 @@ def best_passage_score(query: dict[int, float], text: str, *, scope: str) -> flo
     return max(sum(w * weights.get(i, 0.0) for i, w in query.items()) for weights in passages)
 
 
-def _passage_weights(text: str) -> tuple[dict[int, float], ...] | None:
-    parts = split_parts(text)
+def _passage_weights(text: str, scope: str) -> tuple[dict[int, float], ...] | None:
+    parts = passages_of(text, scope=scope)
     return None if len(parts) < 2 else tuple(_bm25(tokenize(part)) for part in parts)
 
 
@@ -238,7 +238,7 @@ def passage_weights(text: str, *, scope: str) -> tuple[dict[int, float], ...] | 
     `scope` (the tenant searching, as `TextMemo` explains): a user's long memories come
     back search after search, and reading one costs ~1-5 ms (the weights of a text take
     about 11 KB: ~22 MB full)."""
-    return _PASSAGE_WEIGHTS.get(scope, text, _passage_weights)
+    return _PASSAGE_WEIGHTS.get(scope, text, lambda t: _passage_weights(t, scope))
 
 
 # Terms found only in an excerpt's earlier lines: half a current-turn term, the same 2:1 as

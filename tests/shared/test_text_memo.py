@@ -6,8 +6,8 @@ import pickle
 
 import pytest
 
+from memoryd.embeddings import parts
 from memoryd.embeddings.parts import split_parts
-from memoryd.memories import context
 from memoryd.platform.text_memo import TextMemo, text_digest
 from memoryd.retrieval import keywords
 
@@ -57,11 +57,16 @@ def test_long_memories_keyword_weights_are_kept_by_digest() -> None:
 
 def test_long_memories_passages_are_kept_as_offsets_by_digest() -> None:
     text = " ".join(f"On day {i} I practised the cello in Lisbon with Ana." for i in range(300))
-    first = context.passages_of(text, scope="t1")
+    first = parts.passages_of(text, scope="t1")
     assert first == split_parts(text) and len(first) > 1
-    assert ("t1", text_digest(text)) in context._SPANS._entries  # kept for that tenant
-    assert context.passages_of(text, scope="t1") == first  # read back from the memo
-    held = pickle.dumps(context._SPANS._entries)
+    assert ("t1", text_digest(text)) in parts._SPANS._entries  # kept for that tenant
+    assert parts.passages_of(text, scope="t1") == first  # read back from the memo
+    held = pickle.dumps(parts._SPANS._entries)
     assert b"Lisbon" not in held and b"cello" not in held
-    assert all(isinstance(n, int) for spans in context._SPANS._entries.values()
+    assert all(isinstance(n, int) for spans in parts._SPANS._entries.values()
                for span in spans for n in span)
+    # The search's keyword weights of a long memory cut it through the same memo, so the
+    # block that quotes it next does not cut it again.
+    other = text.replace("cello", "oboe")
+    assert keywords.passage_weights(other, scope="t3") is not None
+    assert ("t3", text_digest(other)) in parts._SPANS._entries
