@@ -53,7 +53,7 @@ from memoryd.platform.script_share import cjk_share
 from memoryd.platform.settings import Settings
 from memoryd.records.models import JobStatus, Owner, inferred_kind
 from memoryd.records.schemas import JobAccepted
-from memoryd.retrieval.keywords import keyword_vector
+from memoryd.retrieval.keywords import PASSAGES_FIELD, keyword_fields
 from memoryd.store import PointData, StoredPoint
 
 log = get_logger("memoryd.reindex")
@@ -290,14 +290,18 @@ def _copy(rx: Reindexing, step: ReindexStep, points: Sequence[StoredPoint]) -> t
         vectors.update({p.id: (v.dense.tolist(), v.parts_list())
                         for p, v in zip(missing, fresh, strict=True)})
     for owner, group in _by_owner(points).items():
-        # Points written before memories carried their language gain it here.
-        target.upsert(owner, [
-            PointData(p.id, {**p.payload, "embedding_model": step.target.embedder,
-                             "cjk_share": round(cjk_share(str(p.payload.get("content", ""))), 3)},
-                      vectors[p.id][0], keyword_vector(str(p.payload.get("content", ""))),
-                      vectors[p.id][1])
-            for p in group
-        ])
+        # Points written before memories carried their language, or their passages' keyword
+        # counts, gain them here.
+        points_data = []
+        for p in group:
+            content = str(p.payload.get("content", ""))
+            sparse, fields = keyword_fields(content)
+            payload = {k: v for k, v in p.payload.items() if k != PASSAGES_FIELD}
+            points_data.append(PointData(
+                p.id, {**payload, "embedding_model": step.target.embedder,
+                       "cjk_share": round(cjk_share(content), 3), **fields},
+                vectors[p.id][0], sparse, vectors[p.id][1]))
+        target.upsert(owner, points_data)
     return len(points) - len(missing), len(missing)
 
 

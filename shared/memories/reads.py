@@ -31,6 +31,7 @@ from memoryd.records.schemas import (
 from memoryd.retrieval import scoring
 from memoryd.retrieval.bridge import chinese_reading
 from memoryd.retrieval.keywords import (
+    PASSAGES_FIELD,
     USER_COUNT_CAP,
     OwnCounts,
     best_passage_score,
@@ -272,8 +273,10 @@ def with_best_passages(
         found = {p.id: p.payload for p in rp.store.get(owner, wanted)} if wanted else {}
         payloads.update(found)
         for offset, point_id in enumerate(batch):
-            content = found.get(point_id, {}).get("content")
-            best = (best_passage_score(query, str(content), scope=owner.tenant_id) if content
+            payload = found.get(point_id, {})
+            content = payload.get("content")
+            best = (best_passage_score(query, str(content), scope=owner.tenant_id,
+                                       stored=payload.get(PASSAGES_FIELD)) if content
                     else None)
             if best is not None:
                 exact[read + offset] = min(best, exact[read + offset])

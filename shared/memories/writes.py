@@ -56,7 +56,7 @@ from memoryd.records.models import (
     utcnow,
 )
 from memoryd.records.schemas import MemoryView, SaveResult
-from memoryd.retrieval.keywords import keyword_vector
+from memoryd.retrieval.keywords import PASSAGES_FIELD, keyword_fields
 from memoryd.store import PointData
 from memoryd.store.conditions import AnyOf, Between, Condition, Match, NoneOf
 from memoryd.webhooks.service import forget_user_deliveries
@@ -168,9 +168,9 @@ class MemoryWriter:
             if after.content != before.content or dense is None:
                 [vector] = self.embed([after.content], [after.kind])
                 dense, parts = vector.dense.tolist(), vector.parts_list()
-            sparse = keyword_vector(after.content)
-            self.writes.upsert(owner, [PointData(after.id, after.to_payload(), dense, sparse,
-                                                 parts)])
+            sparse, fields = keyword_fields(after.content)
+            self.writes.upsert(owner, [PointData(after.id, {**after.to_payload(), **fields},
+                                                 dense, sparse, parts)])
             self._audit(owner, after.id, AuditKind.UPDATE, before.content, after.content, job_id,
                         cmd.actor)
         return {"outcome": "updated", "memory": MemoryView.of(after).model_dump(mode="json")}
@@ -327,9 +327,10 @@ class MemoryWriter:
                 supersedes=old.id, kind=c.kind or old.kind, sources=c.sources,
                 episodes=c.episodes,
             )
+            sparse, fields = keyword_fields(record.content)
             self.writes.upsert(owner, [PointData(
-                record.id, record.to_payload(), vector.dense.tolist(),
-                keyword_vector(record.content), vector.parts_list())])
+                record.id, {**record.to_payload(), **fields}, vector.dense.tolist(), sparse,
+                vector.parts_list())])
             self.writes.set_payload(owner, [old.id], old.payload_changes(superseded_by=record.id))
             self._audit(owner, record.id, AuditKind.UPDATE, old.content, record.content, job_id,
                         actor)
@@ -701,6 +702,12 @@ class Deleted:
         return len(self.ids)
 
 
+def _passages_kept(payload: dict[str, Any]) -> dict[str, Any]:
+    """The keyword passages a pending point already holds: a record changed again keeps its
+    text, and so its passages (whose digest says so: `keywords.stored_passage_weights`)."""
+    return {PASSAGES_FIELD: payload[PASSAGES_FIELD]} if PASSAGES_FIELD in payload else {}
+
+
 @dataclass
 class _Cascade:
     forget: list[str] = field(default_factory=list)
@@ -722,13 +729,15 @@ class _Pending:
     def replace(self, record: MemoryRecord) -> None:
         """A record this job wrote, changed again before the upsert (vectors kept)."""
         self.records[record.id] = record
-        self.points = [PointData(p.id, record.to_payload(), p.dense, p.sparse, p.parts)
+        self.points = [PointData(p.id, {**record.to_payload(), **_passages_kept(p.payload)},
+                                 p.dense, p.sparse, p.parts)
                        if p.id == record.id else p for p in self.points]
 
     def add(self, record: MemoryRecord, vector: MemoryVector) -> None:
         self.points = [p for p in self.points if p.id != record.id]
-        self.points.append(PointData(record.id, record.to_payload(), vector.dense.tolist(),
-                                     keyword_vector(record.content), vector.parts_list()))
+        sparse, fields = keyword_fields(record.content)
+        self.points.append(PointData(record.id, {**record.to_payload(), **fields},
+                                     vector.dense.tolist(), sparse, vector.parts_list()))
         self.records[record.id] = record
         self.vectors[record.id] = vector.dense
 

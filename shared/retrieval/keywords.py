@@ -13,14 +13,16 @@ segmenter that cut differently would need `memoryd reindex`, hence the pinned ve
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import threading
 import unicodedata
 import zlib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
 import snowballstemmer
 
@@ -190,26 +192,74 @@ def token_id(token: str) -> int:
 # dilutes every word of a long memory, which fusion reads as a weak list.
 
 def _bm25(tokens: list[str]) -> dict[int, float]:
-    counts = Counter(token_id(t) for t in tokens)
-    norm = BM25_K1 * (1 - BM25_B + BM25_B * len(tokens) / BM25_AVG_LEN)
+    return _bm25_of(Counter(token_id(t) for t in tokens), len(tokens))
+
+
+def _bm25_of(counts: Mapping[int, int], length: int) -> dict[int, float]:
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * length / BM25_AVG_LEN)
     return {i: n * (BM25_K1 + 1) / (n + norm) for i, n in counts.items()}
 
 
-def keyword_vector(text: str) -> tuple[list[int], list[float]] | None:
-    """A document's BM25 term weights; None when the text has no keyword at all. A short
-    text is one passage; a long one takes each term at its best passage's weight."""
+SparseVector = tuple[list[int], list[float]]
+
+# The payload field where a long memory keeps its passages' keyword counts, written with
+# its sparse vector (`keyword_fields`): {"of": a digest of the text they were read from,
+# "passages": [{"ids": term ids, "counts": their counts, "tokens": the passage's token
+# count}, ...]}. The search's keyword head scores a long memory by its best passage
+# (`best_passage_score`); reading the counts from the payload it already fetched spares
+# cutting and tokenizing the text again, about a millisecond a long memory on a 2-core
+# host for every search whose texts are not in this process's memo (a user's first search,
+# or any search once many users share the process). A memory without the field, or whose
+# text no longer matches its digest, is read from its text as before
+# (docs/decisions/0054-passage-keywords-kept-with-the-memory.md).
+PASSAGES_FIELD = "keyword_passages"
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def keyword_fields(text: str) -> tuple[SparseVector | None, dict[str, Any]]:
+    """`keyword_vector(text)`, and the payload fields to store beside it: for a long text,
+    `PASSAGES_FIELD` with its passages' counts; for a short one, none. One tokenization
+    serves both."""
+    passages = [tokenize(part) for part in split_parts(text)]
+    counted = [Counter(token_id(t) for t in tokens) for tokens in passages]
     weights: dict[int, float] = {}
-    for part in split_parts(text):
-        for i, w in _bm25(tokenize(part)).items():
+    for counts, tokens in zip(counted, passages, strict=True):
+        for i, w in _bm25_of(counts, len(tokens)).items():
             if w > weights.get(i, 0.0):
                 weights[i] = w
-    if not weights:
-        return None
     indices = sorted(weights)
-    return indices, [weights[i] for i in indices]
+    sparse = (indices, [weights[i] for i in indices]) if weights else None
+    if len(passages) < 2:
+        return sparse, {}
+    stored = [{"ids": sorted(counts), "counts": [counts[i] for i in sorted(counts)],
+               "tokens": len(tokens)} for counts, tokens in zip(counted, passages, strict=True)]
+    return sparse, {PASSAGES_FIELD: {"of": _digest(text), "passages": stored}}
 
 
-def best_passage_score(query: dict[int, float], text: str, *, scope: str) -> float | None:
+def keyword_vector(text: str) -> SparseVector | None:
+    """A document's BM25 term weights; None when the text has no keyword at all. A short
+    text is one passage; a long one takes each term at its best passage's weight."""
+    return keyword_fields(text)[0]
+
+
+def stored_passage_weights(field: Any, text: str) -> tuple[dict[int, float], ...] | None:
+    """The passages' BM25 weights kept in a memory's `PASSAGES_FIELD`, or None when it is
+    absent, malformed, or was read from another text than `text`."""
+    if not isinstance(field, dict) or field.get("of") != _digest(text):
+        return None
+    try:
+        out = tuple(_bm25_of(dict(zip(p["ids"], p["counts"], strict=True)), int(p["tokens"]))
+                    for p in field["passages"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return out if len(out) >= 2 else None
+
+
+def best_passage_score(query: dict[int, float], text: str, *, scope: str,
+                       stored: Any = None) -> float | None:
     """A long text's keyword score by its single best passage: the sum of the query's term
     weights times each term's BM25 weight within one passage (`keyword_vector`'s passages),
     at the passage where that sum is highest; None for a short text (one passage), whose
@@ -217,8 +267,9 @@ def best_passage_score(query: dict[int, float], text: str, *, scope: str) -> flo
     taken from any passage, an upper bound of this: matches scattered over several passages
     of a long reply add up there, and outrank the one short turn that holds them all
     (docs/decisions/0031-keywords-by-best-passage.md). `scope`: whose search it is
-    (`passage_weights`), required so that no caller shares one tenant's entries with another."""
-    passages = passage_weights(text, scope=scope)
+    (`passage_weights`), required so that no caller shares one tenant's entries with another.
+    `stored`: the memory's `PASSAGES_FIELD`, read instead of the text when it matches it."""
+    passages = stored_passage_weights(stored, text) or passage_weights(text, scope=scope)
     if passages is None:
         return None
     return max(sum(w * weights.get(i, 0.0) for i, w in query.items()) for weights in passages)

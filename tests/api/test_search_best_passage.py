@@ -5,12 +5,22 @@ outranks the short turn that holds them all (docs/decisions/0031-keywords-by-bes
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 from helpers import save, search, wait_job
 
 from memoryd.embeddings.parts import split_parts
-from memoryd.retrieval.keywords import best_passage_score, keyword_vector, query_keyword_vector
+from memoryd.records.models import Owner
+from memoryd.retrieval.keywords import (
+    PASSAGES_FIELD,
+    best_passage_score,
+    keyword_vector,
+    passage_weights,
+    query_keyword_vector,
+    stored_passage_weights,
+)
 
 AS_OF = "2024-06-01T00:00:00Z"
 FILLER = ("We talked for a while about the weather, the traffic on the way home and what "
@@ -106,3 +116,38 @@ def test_the_keyword_head_is_every_memory_scored_by_its_best_passage(
     assert [h["memory"]["content"] for h in found] == [c for _, c in expected]
     assert [h["explanation"]["keyword"] for h in found] == pytest.approx(
         [s for s, _ in expected], rel=1e-4)
+
+
+def test_a_long_memory_keeps_its_passages_counts_and_one_read_from_another_text_is_not_used(
+    stack: Any, api: httpx.Client, user: str,
+) -> None:
+    """The keyword head scores a long memory from the passage counts stored with it
+    (docs/decisions/0054-passage-keywords-kept-with-the-memory.md): the same weights its
+    text gives. Counts whose digest names another text are ignored, and the text is read."""
+    saved = save(api, user, LONG, occurred_at="2024-05-10T10:00:00Z")
+    assert saved.status_code == 201, saved.text
+    mid = saved.json()["memory"]["id"]
+    save(api, user, SHORT, occurred_at="2024-05-11T10:00:00Z")
+    view = stack.runtime.index.view()
+    owner = Owner(tenant_id="tenant-a", user_id=user)
+    [point] = view.store.get(owner, [mid])
+    field = point.payload[PASSAGES_FIELD]
+    assert len(field["passages"]) == len(split_parts(LONG))
+    assert stored_passage_weights(field, LONG) == passage_weights(LONG, scope="t")
+    assert stored_passage_weights(field, SHORT) is None
+
+    def long_keyword() -> float:
+        hits = search(api, user, QUERY, mode="keyword", as_of=AS_OF, explain=True)
+        return float(next(h["explanation"]["keyword"] for h in hits
+                          if h["memory"]["id"] == mid))
+
+    first = long_keyword()
+    # Counts that would score the long memory far higher, under another text's digest.
+    inflated = {"of": "0" * 16, "passages": [
+        {"ids": p["ids"], "counts": [50] * len(p["ids"]), "tokens": p["tokens"]}
+        for p in field["passages"]]}
+    view.store.set_payload(owner, [mid], {PASSAGES_FIELD: inflated})
+    assert long_keyword() == pytest.approx(first, rel=1e-6)
+    # The same counts under the text's own digest are read: the score follows them.
+    view.store.set_payload(owner, [mid], {PASSAGES_FIELD: {**inflated, "of": field["of"]}})
+    assert long_keyword() > 1.2 * first
