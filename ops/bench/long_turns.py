@@ -128,10 +128,18 @@ def topic_readings(stack: Stack, users: set[str]) -> int:
     count = 0
     with stack.client() as client:
         for user in sorted(users):
-            page = client.get("/v1/memories", params={"user_id": user, "kind": "fact",
-                                                      "limit": 200})
-            page.raise_for_status()
-            count += sum(topic_reading(m["content"]) is not None for m in page.json()["items"])
+            cursor: str | None = None
+            while True:
+                params: dict[str, Any] = {"user_id": user, "kind": "fact", "limit": 200}
+                if cursor:
+                    params["cursor"] = cursor
+                page = client.get("/v1/memories", params=params)
+                page.raise_for_status()
+                body = page.json()
+                count += sum(topic_reading(m["content"]) is not None for m in body["items"])
+                cursor = body.get("next_cursor")
+                if not cursor:
+                    break
     return count
 
 
