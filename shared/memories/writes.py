@@ -168,9 +168,7 @@ class MemoryWriter:
             if after.content != before.content or dense is None:
                 [vector] = self.embed([after.content], [after.kind])
                 dense, parts = vector.dense.tolist(), vector.parts_list()
-            sparse, fields = keyword_fields(after.content)
-            self.writes.upsert(owner, [PointData(after.id, {**after.to_payload(), **fields},
-                                                 dense, sparse, parts)])
+            self.writes.upsert(owner, [_point(after, dense, parts)])
             self._audit(owner, after.id, AuditKind.UPDATE, before.content, after.content, job_id,
                         cmd.actor)
         return {"outcome": "updated", "memory": MemoryView.of(after).model_dump(mode="json")}
@@ -327,10 +325,8 @@ class MemoryWriter:
                 supersedes=old.id, kind=c.kind or old.kind, sources=c.sources,
                 episodes=c.episodes,
             )
-            sparse, fields = keyword_fields(record.content)
-            self.writes.upsert(owner, [PointData(
-                record.id, {**record.to_payload(), **fields}, vector.dense.tolist(), sparse,
-                vector.parts_list())])
+            self.writes.upsert(owner, [_point(record, vector.dense.tolist(),
+                                              vector.parts_list())])
             self.writes.set_payload(owner, [old.id], old.payload_changes(superseded_by=record.id))
             self._audit(owner, record.id, AuditKind.UPDATE, old.content, record.content, job_id,
                         actor)
@@ -702,6 +698,14 @@ class Deleted:
         return len(self.ids)
 
 
+def _point(record: MemoryRecord, dense: list[float] | None,
+           parts: list[list[float]] | None) -> PointData:
+    """The point that stores `record`: its payload, its vectors, and its keywords (the sparse
+    vector and, for a long text, its passages' counts: `keywords.keyword_fields`)."""
+    sparse, fields = keyword_fields(record.content)
+    return PointData(record.id, {**record.to_payload(), **fields}, dense, sparse, parts)
+
+
 def _passages_kept(payload: dict[str, Any]) -> dict[str, Any]:
     """The keyword passages a pending point already holds: a record changed again keeps its
     text, and so its passages (whose digest says so: `keywords.stored_passage_weights`)."""
@@ -735,9 +739,7 @@ class _Pending:
 
     def add(self, record: MemoryRecord, vector: MemoryVector) -> None:
         self.points = [p for p in self.points if p.id != record.id]
-        sparse, fields = keyword_fields(record.content)
-        self.points.append(PointData(record.id, {**record.to_payload(), **fields},
-                                     vector.dense.tolist(), sparse, vector.parts_list()))
+        self.points.append(_point(record, vector.dense.tolist(), vector.parts_list()))
         self.records[record.id] = record
         self.vectors[record.id] = vector.dense
 

@@ -13,7 +13,6 @@ segmenter that cut differently would need `memoryd reindex`, hence the pinned ve
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 import threading
@@ -27,7 +26,7 @@ from typing import Any
 import snowballstemmer
 
 from memoryd.embeddings.parts import passages_of, split_parts
-from memoryd.platform.text_memo import TextMemo
+from memoryd.platform.text_memo import TextMemo, text_digest
 from memoryd.retrieval.bm25 import BM25_AVG_LEN, BM25_B, BM25_K1
 from memoryd.retrieval.query_text import read_query
 from memoryd.retrieval.reference_idf import REFERENCE_DOCS, bm25_idf, reference_docs, user_idf
@@ -216,7 +215,7 @@ PASSAGES_FIELD = "keyword_passages"
 
 
 def _digest(text: str) -> str:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    return text_digest(text).hex()
 
 
 def keyword_fields(text: str) -> tuple[SparseVector | None, dict[str, Any]]:

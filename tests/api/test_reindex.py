@@ -26,6 +26,9 @@ from memoryd.jobs.names import TaskName
 from memoryd.platform.errors import EmbedderNotAllowed
 from memoryd.platform.redis_runtime import free_port
 from memoryd.platform.settings import Settings
+from memoryd.records.models import Owner
+from memoryd.retrieval.keywords import PASSAGES_FIELD, keyword_fields
+from memoryd.store.edge import EdgeStore
 from memoryd.tenancy.auth import OPERATOR_TENANT
 from memoryd.workers.cli import app as cli_app
 
@@ -37,6 +40,12 @@ FACTS = [
     "我的猫叫豆豆, it is an orange tabby", "I run the Berlin marathon every year",
     "周末我经常去西湖边骑自行车", "My favourite book is The Left Hand of Darkness",
 ]
+
+
+# Longer than one of e5's windows: stored in passages, with their keyword counts.
+LONG = " ".join(f"Day {i}: we walked the coast path from Porto towards Vigo, {i * 3} km, "
+                "and ate grilled sardines at a harbour stall before the rain came in."
+                for i in range(40))
 
 
 def _filler(n: int) -> list[str]:
@@ -152,6 +161,7 @@ def test_reindex_keeps_answering_and_keeps_writes(redis_url: str, tmp_path: Path
     try:
         _ingest(api, "alice", FACTS)
         _ingest(api, "bob", _filler(60))
+        _ingest(api, "dave", [LONG])
         before = search(api, "alice", "who keeps bees?", top_k=1)
         assert before[0]["memory"]["content"] == FACTS[0]
         assert op.get("/v1/admin/index").json()["embedder"] == "e5-small"
@@ -199,7 +209,7 @@ def test_reindex_keeps_answering_and_keeps_writes(redis_url: str, tmp_path: Path
                                                                            "catching_up")]
         assert overlapped, f"no write overlapped the copy (phases: {written})"
         progress = job["progress"]
-        assert progress["phase"] == "done" and progress["done"] == progress["total"] >= 68
+        assert progress["phase"] == "done" and progress["done"] == progress["total"] >= 69
         assert job["result"]["embedder"] == "use" and job["result"]["dim"] == 512
         assert op.get("/v1/admin/index").json() == {
             "generation": 1, "collection": "memories_g1", "embedder": "use", "dim": 512,
@@ -259,6 +269,19 @@ def test_reindex_keeps_answering_and_keeps_writes(redis_url: str, tmp_path: Path
                 FACTS[2])
     finally:
         again_stack.stop()
+
+    # Each copy holds a long memory's passage keyword counts, read again from its text
+    # whether or not its source held them (`reindex._copy`): a store written before they
+    # were kept gains them.
+    for collection, dim in (("memories_g1", 512), ("memories_g2", 384)):
+        store = EdgeStore(tmp_path / "qdrant-edge", collection, audit=False)
+        try:
+            store.create_if_missing(dim)
+            [point] = store.find(Owner(tenant_id="tenant-a", user_id="dave"), [], 10)
+            kept = point.payload[PASSAGES_FIELD]
+            assert kept == keyword_fields(LONG)[1][PASSAGES_FIELD] and len(kept["passages"]) > 1
+        finally:
+            store.close()
 
 
 def test_reindex_moves_the_alias_with_qdrant_client(redis_url: str, tmp_path: Path) -> None:

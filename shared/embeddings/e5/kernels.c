@@ -87,8 +87,9 @@ static void quantize_acts(const float *RESTRICT X, int L, int nin,
  * accumulators, more than AVX2's 16 registers, so some spill; most CPUs hide that
  * behind the multiplies, and three beat two by 5-7 % (0003). A first-generation Zen
  * runs each 256-bit instruction, spills included, as two 128-bit halves: there one
- * token, whose 8 accumulators stay in registers, embeds 14-16 % faster (docs/decisions/0053-one-token-per-weight-load-on-zen-1.md). The
- * 512-bit kernel is not affected. -DE5_TOKENS=N overrides, for measuring. */
+ * token, whose 8 accumulators stay in registers, embeds 14-16 % faster
+ * (docs/decisions/0053-one-token-per-weight-load-on-zen-1.md). The 512-bit kernel is
+ * not affected. -DE5_TOKENS=N overrides, for measuring. */
 #ifndef E5_TOKENS
 #if defined(__znver1__)
 #define E5_TOKENS 1
