@@ -39,8 +39,9 @@ fi
 .venv/bin/python ops/package_tree.py
 .venv/bin/mypy
 PYTHONPATH=build/src .venv/bin/lint-imports
-# Two test processes (pytest-xdist), whole files to each: most tests wait on a stack, a
-# worker or a subprocess, so two overlap well on two cores. The longest files go first
-# (tests/conftest.py LONG_RUNNING), in that order. MEMORYD_TEST_PROCESSES=0 runs
-# everything in this process.
-exec .venv/bin/python -m pytest -n "${MEMORYD_TEST_PROCESSES:-2}" --dist loadfile --no-loadscope-reorder "$@"
+# Three test processes (pytest-xdist), whole files to each. Most tests wait on a stack, a
+# worker or a subprocess: with two, a 2-core host's cores sat idle a fifth of the run; a
+# third process fills that (docs/decisions/0055-three-test-processes.md). The longest
+# files go first (tests/conftest.py LONG_RUNNING), in that order.
+# MEMORYD_TEST_PROCESSES=N runs N; 0 runs everything in this process.
+exec .venv/bin/python -m pytest -n "${MEMORYD_TEST_PROCESSES:-3}" --dist loadfile --no-loadscope-reorder "$@"

@@ -21,18 +21,21 @@ KEY_B = "test-key-beta"
 
 
 # The files that run longest (whole benches, fault drills, stacks stopped and restarted),
-# sent to the test processes first: with `--dist loadfile` each file goes to one process,
-# and one of these left to the end keeps one process busy while the other idles
-# (ops/test.sh turns off xdist's reordering by test count, which put them last).
+# longest first (as measured on a 2-core host), sent to the test processes first: with
+# `--dist loadfile` each file goes to one process, and one of these left to the end keeps
+# one process busy while the others idle (ops/test.sh turns off xdist's reordering by test
+# count, which put them last).
 LONG_RUNNING = (
-    "tests/ops/test_bench_smoke.py", "tests/ops/test_bench_scale_smoke.py",
-    "tests/ops/test_bench_candidates_smoke.py", "tests/ops/test_bench_extract_smoke.py",
-    "tests/faults/test_worker_killed.py", "tests/ops/test_bench_ab_smoke.py",
-    "tests/workers/test_bulk_queue.py", "tests/workers/test_time_limits.py",
-    "tests/api/test_forget_erasure.py", "tests/faults/test_embedded_faults.py",
-    "tests/faults/test_redis_away.py",
-    "tests/api/test_schemathesis.py", "tests/workers/test_memoryd_up.py",
-    "tests/ops/test_bench_fairness_smoke.py",
+    "tests/faults/test_worker_killed.py", "tests/ops/test_bench_smoke.py",
+    "tests/workers/test_time_limits.py", "tests/api/test_score_isolation.py",
+    "tests/ops/test_bench_extract_smoke.py", "tests/faults/test_redis_away.py",
+    "tests/faults/test_embedded_faults.py", "tests/ops/test_bench_scale_smoke.py",
+    "tests/shared/embeddings/test_e5_engine.py", "tests/ops/test_bench_ab_smoke.py",
+    "tests/api/test_reindex.py", "tests/api/test_forget_erasure.py",
+    "tests/workers/test_memoryd_up.py", "tests/shared/evaluation/test_eval_end_to_end.py",
+    "tests/ops/test_bench_fairness_smoke.py", "tests/api/test_schemathesis.py",
+    "tests/ops/test_bench_candidates_smoke.py", "tests/llm/test_llm_rate_limit.py",
+    "tests/workers/test_bulk_queue.py",
 )
 
 
