@@ -23,6 +23,7 @@ import numpy as np
 from memoryd.embeddings import make_embedder
 from memoryd.embeddings.parts import embed_memories, split_parts
 from memoryd.evaluation.datasets import LONG_TURN_SHAPE
+from memoryd.evaluation.ingest import stored_memories
 from memoryd.extraction.topics import topic_reading
 from memoryd.platform.settings import Settings
 from ops.bench.common import Options
@@ -128,18 +129,8 @@ def topic_readings(stack: Stack, users: set[str]) -> int:
     count = 0
     with stack.client() as client:
         for user in sorted(users):
-            cursor: str | None = None
-            while True:
-                params: dict[str, Any] = {"user_id": user, "kind": "fact", "limit": 200}
-                if cursor:
-                    params["cursor"] = cursor
-                page = client.get("/v1/memories", params=params)
-                page.raise_for_status()
-                body = page.json()
-                count += sum(topic_reading(m["content"]) is not None for m in body["items"])
-                cursor = body.get("next_cursor")
-                if not cursor:
-                    break
+            count += sum(topic_reading(m["content"]) is not None
+                         for m in stored_memories(client, user, kind="fact"))
     return count
 
 

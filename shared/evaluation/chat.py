@@ -23,7 +23,7 @@ import httpx
 
 from memoryd.evaluation import datasets as ds
 from memoryd.evaluation import metrics as mx
-from memoryd.evaluation.ingest import api_client, check, wait_job
+from memoryd.evaluation.ingest import api_client, check, stored_memories, wait_job
 
 RETRY_STATUSES = (429, 503)  # back-pressure: wait as told and post again
 MAX_RETRY_WAIT_S = 5.0
@@ -108,16 +108,7 @@ def post_user(base_url: str, user_id: str, posts: Sequence[ChatPost], key_field:
 
 
 def count_memories(client: httpx.Client, user_id: str) -> int:
-    count, cursor = 0, None
-    while True:
-        params: dict[str, Any] = {"user_id": user_id, "limit": 200}
-        if cursor:
-            params["cursor"] = cursor
-        page = check(client.get("/v1/memories", params=params), f"list {user_id}")
-        count += len(page["items"])
-        cursor = page.get("next_cursor")
-        if not cursor:
-            return count
+    return sum(1 for _ in stored_memories(client, user_id))
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +31,22 @@ def check(response: httpx.Response, what: str) -> dict[str, Any]:
         raise EvalError(f"{what}: HTTP {response.status_code}: {response.text[:500]}")
     body: dict[str, Any] = response.json()
     return body
+
+
+def stored_memories(client: httpx.Client, user_id: str,
+                    **filters: Any) -> Iterator[dict[str, Any]]:
+    """Every stored memory of the user that `filters` (list query parameters) select, as
+    `GET /v1/memories` lists them, following `next_cursor` page by page."""
+    cursor: str | None = None
+    while True:
+        params: dict[str, Any] = {"user_id": user_id, "limit": 200, **filters}
+        if cursor:
+            params["cursor"] = cursor
+        page = check(client.get("/v1/memories", params=params), f"list {user_id}")
+        yield from page["items"]
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return
 
 
 def wait_job(client: httpx.Client, job_id: str) -> dict[str, Any]:
@@ -83,18 +99,8 @@ def ingest_user(
 
 def stored_keys(client: httpx.Client, user_id: str, key_field: str) -> dict[str, str]:
     """Every stored memory of the user → the key in its metadata, page by page."""
-    keys: dict[str, str] = {}
-    cursor: str | None = None
-    while True:
-        params: dict[str, Any] = {"user_id": user_id, "limit": 200}
-        if cursor:
-            params["cursor"] = cursor
-        page = check(client.get("/v1/memories", params=params), f"list {user_id}")
-        for item in page["items"]:
-            keys[str(item["id"])] = str(item["metadata"].get(key_field))
-        cursor = page.get("next_cursor")
-        if not cursor:
-            return keys
+    return {str(item["id"]): str(item["metadata"].get(key_field))
+            for item in stored_memories(client, user_id)}
 
 
 @dataclass
