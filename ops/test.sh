@@ -39,6 +39,12 @@ fi
 .venv/bin/python ops/package_tree.py
 .venv/bin/mypy
 PYTHONPATH=build/src .venv/bin/lint-imports
+# Every e5 model the suite runs (in the test processes, and in the stacks, workers and
+# benches they start) keeps libgomp's threads asleep between its parallel regions: with
+# the cores full, a spinning thread burns a core another process's model waits for
+# (docs/decisions/0056-sleeping-openmp-threads-in-the-suite.md). The service keeps
+# libgomp's default (decision 0004).
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 # Three test processes (pytest-xdist), whole files to each. Most tests wait on a stack, a
 # worker or a subprocess: with two, a 2-core host's cores sat idle a fifth of the run; a
 # third process fills that (docs/decisions/0055-three-test-processes.md). The longest
