@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import sys
 import time
 import uuid
@@ -258,6 +260,18 @@ def test_a_search_sees_the_conversations_own_writes(base_url: str) -> None:
 
 def test_http_transport(base_url: str) -> None:
     run(lambda key, who: http_session(base_url, key, who), f"u1-{uuid.uuid4().hex[:8]}")
+
+
+def test_a_gateway_imports_the_mcp_sdk_at_its_first_mcp_request() -> None:
+    """`memoryd up` and `memoryd serve` start without the MCP SDK (a quarter of the
+    gateway's imports); the first admitted `/mcp` request imports it (the tests above run
+    that request on the session stack's gateway)."""
+    code = ("import sys\nimport memoryd.workers.stack, memoryd.api.app\n"
+            "print(sorted({n.split('.')[0] for n in sys.modules} & {'mcp', 'mcp_types'}))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[-2] == "[]"
 
 
 def test_both_transports_send_the_package_version(base_url: str) -> None:
