@@ -16,9 +16,8 @@
   deployment's choice.
 - **When.** The MCP SDK is imported, and the MCP server built, at the first admitted `/mcp`
   request of a gateway, in a worker thread: a gateway nobody reaches by MCP never pays for
-  them (about 1 s of the 4.4 s of CPU a `memoryd up` start took on a 2-core host; decision
-  0056). The session manager then runs in a task of the lifespan's task group, and stops
-  with it.
+  them (the start-up `python -m ops.bench` reports as "ready to serve"; decision 0056). The
+  session manager then runs in a task of the lifespan's task group, and stops with it.
 """
 
 from __future__ import annotations

@@ -182,9 +182,9 @@ def host_engine(cache_dir: Path | None = None) -> Path | None:
             if not (stamp.exists() and target.exists()):
                 # The check loads two engines, so two OpenMP runtimes, and runs them by
                 # turns: each one's threads, spinning after its region as libgomp's do by
-                # default, hold the cores the other is waiting for. On a 2-core host with
-                # both cores busy elsewhere, the check took 5-11 s of CPU so (26 s in the
-                # test suite) and 4 s with sleeping threads (decision 0056).
+                # default, hold the cores the other is waiting for: with both cores busy
+                # elsewhere the check spent up to several times the CPU it spends with
+                # sleeping threads (measured in decision 0056).
                 done = subprocess.run(
                     [sys.executable, "-m", "memoryd.embeddings.e5.engine", str(target), cc],
                     capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
