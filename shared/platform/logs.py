@@ -197,8 +197,8 @@ def configure_logging(level: str = "INFO", json: bool | None = None) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    # A library's warning (qdrant-client's version check when the server is down, for one)
-    # is a log record too: it goes out in the same format, not as a bare line of its own.
+    # A library's warning is a log record too: it goes out in the same format, not as a
+    # bare line of its own.
     logging.captureWarnings(True)
     for noisy in ("httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

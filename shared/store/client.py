@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.metadata
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -58,6 +59,17 @@ _AUDIT_VECTOR = "unit"
 # so no stored data moves a user's keyword scores (docs/decisions/0029).
 _SPARSE_CONFIG = {SPARSE: qm.SparseVectorParams(modifier=qm.Modifier.NONE)}
 log = get_logger("memoryd.store.client")
+
+
+def versions_compatible(client: str, server: str) -> bool:
+    """Qdrant's rule for a client and a server: the same major version, minor versions at
+    most one apart. A version that does not parse as `major.minor…` is not compatible."""
+    try:
+        (c_major, c_minor), (s_major, s_minor) = (
+            tuple(int(part) for part in v.split(".")[:2]) for v in (client, server))
+    except ValueError:
+        return False
+    return c_major == s_major and abs(c_minor - s_minor) <= 1
 
 
 def _reason(exc: UnexpectedResponse) -> str:
@@ -125,11 +137,19 @@ class QdrantClientStore(Store):
         if path is not None:
             self._client = QdrantClient(path=str(path))
             self._lock: threading.Lock | None = threading.Lock()
+            self._remote = False
             # Local mode ignores payload indexes (and warns about each one).
             self._indexes = False
         else:
-            self._client = QdrantClient(url=url, api_key=api_key, timeout=int(max(timeout_s, 1)))
+            # qdrant-client's own version check runs in a thread its constructor starts: a
+            # server not up at that moment becomes a Python warning ("Failed to obtain server
+            # version") however soon it answers, and a mismatch a warning with the versions
+            # only in its text. The store checks when it is opened instead
+            # (`_check_server_version`), after the server has answered.
+            self._client = QdrantClient(url=url, api_key=api_key, timeout=int(max(timeout_s, 1)),
+                                        check_compatibility=False)
             self._lock = None
+            self._remote = True
             self._indexes = True
         self._shares_client = False
         self._parts = False
@@ -161,6 +181,7 @@ class QdrantClientStore(Store):
         Store.__init__(other, collection)
         other._audit_collection = self._audit_collection
         other._client, other._lock, other._indexes = self._client, self._lock, self._indexes
+        other._remote = self._remote
         other._shares_client = True
         other._parts = False  # learnt from the collection by ensure_schema
         return other
@@ -195,7 +216,21 @@ class QdrantClientStore(Store):
         aliases = self._call(lambda: self._client.get_aliases().aliases)
         return next((a.collection_name for a in aliases if a.alias_name == alias), None)
 
+    def _check_server_version(self) -> None:
+        """Log `qdrant_version_incompatible` when the server's version is outside what this
+        qdrant-client supports (Qdrant's rule: `versions_compatible`). A warning, not a
+        refusal: the calls memoryd makes may still work, and the operator decides."""
+        server = self._call(self._client.info).version
+        client = importlib.metadata.version("qdrant-client")
+        if not versions_compatible(client, server):
+            log.warning("qdrant_version_incompatible", server_version=server,
+                        client_version=client,
+                        hint="run a Qdrant server of the client's major version, at most one "
+                             "minor version apart")
+
     def _create_if_missing(self, dim: int) -> None:
+        if self._remote:  # local mode is the client's own engine: nothing to check
+            self._check_server_version()
         if self._create_collection(
             self.collection,
             vectors_config={

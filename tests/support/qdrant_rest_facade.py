@@ -55,8 +55,9 @@ def _dump(value: Any) -> Any:
 
 
 class QdrantRestFacade(ReopenableServer):
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, version: str = VERSION) -> None:
         super().__init__()
+        self.version = version  # what the root answers as the server's version
         self.local = QdrantClient(path=str(path))
         self._lock = threading.Lock()  # local mode is not thread-safe
         # What the engine did, so a bench can tell whether this stand-in was its bottleneck:
@@ -79,7 +80,7 @@ class QdrantRestFacade(ReopenableServer):
     def handle(self, op: str, c: str, body: Any) -> Any:
         db = self.local
         if op == "root":
-            return {"title": "qdrant - vector search engine", "version": VERSION}
+            return {"title": "qdrant - vector search engine", "version": self.version}
         if op == "collections":
             return _dump(db.get_collections())
         if op == "aliases":
