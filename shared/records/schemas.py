@@ -109,9 +109,10 @@ def normalize_text(value: Any) -> Any:
     return value
 
 
-Text = Annotated[str, AfterValidator(_not_blank)]
-# Message and memory content: normalised first (which leaves no control character to
-# refuse), then it must still say something.
+# Chat text: message and memory content, and a search or context query (what a chat server
+# asks with is the user's latest turn, as typed). Normalised first (which leaves no control
+# character to refuse), then it must still say something: a stray control character must
+# no more refuse the memories for an answer than it refuses the turn that holds it.
 Content = Annotated[str, BeforeValidator(normalize_text), AfterValidator(_says_something)]
 # A message of an interaction: normalised, and may be left empty by it (a transcript turn of
 # only a zero-width space). Such a message is dropped, not refused (`IngestCommand.messages`);
@@ -321,7 +322,7 @@ class SearchRequest(Scoped, ReadYourWrites):
     for_write: ClassVar[bool] = False
 
     user_id: Identifier
-    query: Text
+    query: Content
     top_k: int = Field(5, ge=1, le=100)
     min_score: float | None = Field(None, ge=0, le=1, description="on the calibrated score")
     mode: SearchMode = SearchMode.HYBRID
@@ -488,7 +489,7 @@ class ContextRequest(Scoped, ReadYourWrites):
     for_write: ClassVar[bool] = False
 
     user_id: Identifier
-    query: Text
+    query: Content
     token_budget: int = Field(512, ge=16, le=8000, description="the most tokens the block may take")
     recent_messages: list[Message] | None = Field(
         None, max_length=20, description="the conversation the model already sees, oldest first"

@@ -1,5 +1,5 @@
-"""Real chat text is accepted: invisible characters are dropped from content, while
-identifiers keep refusing them."""
+"""Real chat text is accepted: invisible characters are dropped from content and from
+queries, while identifiers keep refusing them."""
 
 from __future__ import annotations
 
@@ -71,3 +71,29 @@ def test_identifiers_still_refuse_control_characters(
     error = refused.json()["error"]
     assert error["code"] == "invalid_input" and error["field"] == field
     assert "control characters" in error["message"]
+
+
+def test_a_query_is_read_without_its_invisible_characters(api: httpx.Client, user: str) -> None:
+    """A chat server asks with the user's latest turn as typed: a stray control character
+    in it must not cost the answer its memories (the same turn, posted, is accepted)."""
+    assert save(api, user, "My dentist is Dr Okafor").status_code == 201
+    asked = "Who is my\x02 dentist\u200b?\x1b"
+    clean = api.post("/v1/search", json={"user_id": user, "query": "Who is my dentist?"})
+    search = api.post("/v1/search", json={"user_id": user, "query": asked})
+    assert search.status_code == 200, search.text
+    assert ([h["score"] for h in search.json()["results"]]
+            == [h["score"] for h in clean.json()["results"]])
+    assert search.json()["results"][0]["memory"]["content"] == "My dentist is Dr Okafor"
+    context = api.post("/v1/context", json={"user_id": user, "query": asked})
+    assert context.status_code == 200, context.text
+    assert "Dr Okafor" in context.json()["block"]
+
+
+@pytest.mark.parametrize("path", ["/v1/search", "/v1/context"])
+def test_a_query_of_only_invisible_characters_is_refused(
+    api: httpx.Client, user: str, path: str
+) -> None:
+    refused = api.post(path, json={"user_id": user, "query": "\x02\u200b \ufeff"})
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "invalid_input" and error["field"] == "query"
