@@ -15,7 +15,7 @@ from memoryd.records.schemas import Message
 
 # The roles that may open a conversation with instructions; the memory block goes after
 # the leading run of them, so the client's own instructions stay first.
-INSTRUCTION_ROLES = frozenset({"system", "developer"})
+INSTRUCTION_ROLES = frozenset({Role.SYSTEM.value, Role.DEVELOPER.value})
 # /v1/context takes at most this many recent messages.
 RECENT_MESSAGES = 20
 

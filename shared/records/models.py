@@ -33,9 +33,16 @@ class Source(StrEnum):
 
 
 class Role(StrEnum):
+    """Who wrote a message. `developer` (OpenAI's chat API's name for the instructions a
+    `system` message holds) is handled as `system`: not kept as an episode unless
+    `store_roles` names it, never read for facts."""
+
+    # Accepted so that a chat server can post its conversation as it sends it to the model.
+
     USER = "user"
     ASSISTANT = "assistant"
     SYSTEM = "system"
+    DEVELOPER = "developer"
     TOOL = "tool"
 
 

@@ -203,3 +203,28 @@ def test_an_episode_filter_that_is_no_memory_id_is_refused(api: httpx.Client, us
         assert response.status_code == 422, response.text
         error = response.json()["error"]
         assert error["code"] == "invalid_input" and "episode" in error["message"], error
+
+
+def test_a_conversation_posted_as_sent_to_the_model_keeps_its_turns_only(
+    api: httpx.Client, user: str
+) -> None:
+    """A chat server may post the messages it sends to an OpenAI model, instructions
+    included: a `developer` message (that API's name for a system one) is accepted as a
+    `system` one is, and neither is kept nor read for facts."""
+    job = post(api, {"user_id": user, "messages": [
+        {"role": "developer", "content": "You are a helpful assistant. I live in Paris."},
+        {"role": "system", "content": "Answer briefly. My dog is called Max."},
+        {"role": "user", "content": "I also have a dog named Rex"},
+        {"role": "assistant", "content": "A dog named Rex, lovely!"},
+    ]})
+    assert job["result"]["episodes"] == 2, job
+    items = listing(api, user)
+    assert sorted((m["kind"], m["content"]) for m in items) == [
+        ("episode", "A dog named Rex, lovely!"), ("episode", "I also have a dog named Rex"),
+        ("fact", "User also has a dog named Rex")]
+    context = api.post("/v1/context", json={
+        "user_id": user, "query": "What is my dog called?",
+        "recent_messages": [{"role": "developer", "content": "You are a helpful assistant."},
+                            {"role": "user", "content": "What is my dog called?"}]})
+    assert context.status_code == 200, context.text
+    assert "Rex" in context.json()["block"]

@@ -1242,9 +1242,12 @@ export interface components {
         };
         /**
          * Role
+         * @description Who wrote a message. `developer` (OpenAI's chat API's name for the instructions a
+         *     `system` message holds) is handled as `system`: not kept as an episode unless
+         *     `store_roles` names it, never read for facts.
          * @enum {string}
          */
-        Role: "user" | "assistant" | "system" | "tool";
+        Role: "user" | "assistant" | "system" | "developer" | "tool";
         /**
          * SaveOutcome
          * @enum {string}
