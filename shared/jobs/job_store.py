@@ -314,6 +314,7 @@ class AsyncJobWaiter:
         self._waiting: dict[str, set[asyncio.Event]] = {}
         self._listener: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()  # set while Redis has confirmed the subscription
+        self._closing = False  # set by close(): the listener's loops end at their next turn
 
     @classmethod
     def from_url(cls, url: str, timeout_s: float, poll_s: float = 2.0) -> AsyncJobWaiter:
@@ -397,13 +398,13 @@ class AsyncJobWaiter:
                 self._run_listener(), name="job-done-listener")
 
     async def _run_listener(self) -> None:
-        while True:
+        while not self._closing:
             try:
                 # Subscribe confirmations are read, not ignored: `_subscribed` is set on
                 # Redis's confirmation, after which every end published reaches this loop.
                 async with self._r.pubsub() as pubsub:
                     await pubsub.subscribe(DONE_CHANNEL)
-                    while True:
+                    while not self._closing:
                         message = await pubsub.get_message(timeout=1.0)
                         if message is None:
                             continue
@@ -424,6 +425,12 @@ class AsyncJobWaiter:
                 await asyncio.sleep(1.0)
 
     async def close(self) -> None:
+        """Stop listening, then close the connections. The listener is cancelled and also
+        told to stop: a cancellation that lands in redis-py's read can be taken for the
+        read's own timeout and dropped, and the loop read on for good (a gateway that
+        stopped right after it started, its port being taken, hung there). Told, it ends
+        at its next read, within a second."""
+        self._closing = True
         self._subscribed.clear()
         if self._listener is not None:
             self._listener.cancel()
