@@ -112,11 +112,12 @@ def up(
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option(help="bind address")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="HTTP port")] = 8420,
+    host: Annotated[str | None, typer.Option(help="bind address (default 127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="HTTP port (default 8420)")] = None,
 ) -> None:
     """Server mode: the gateway alone (Qdrant server and workers run elsewhere)."""
-    settings = _settings()  # first, as in `up`
+    # Settings first, as in `up`: MEMORYD_HOST and MEMORYD_PORT apply here too.
+    settings = _settings(host=host, port=port)
     import uvicorn
 
     from memoryd.api.app import create_app
@@ -124,7 +125,7 @@ def serve(
     from memoryd.runtime import settle_for_serving
     from memoryd.tenancy.auth import KeyRing
     from memoryd.workers.bootstrap import get_runtime
-    from memoryd.workers.stack import dump_threads_on_sigusr1, exit_on_sigterm
+    from memoryd.workers.stack import check_port_free, dump_threads_on_sigusr1, exit_on_sigterm
 
     configure_logging(settings.log_level, settings.log_json_choice)
     if settings.store_backend != "qdrant":
@@ -132,14 +133,20 @@ def serve(
             "[red]memoryd serve needs MEMORYD_QDRANT_URL[/red]; use 'memoryd up' for one process"
         )
         raise typer.Exit(2)
+    try:
+        keyring = KeyRing.from_settings(settings, embedded=False)
+        check_port_free(settings.host, settings.port)
+    except AppError as exc:
+        console.print(f"[red]memoryd could not start:[/red] {mask_url_passwords(exc.message)}")
+        raise typer.Exit(1) from exc
     runtime = get_runtime()
-    keyring = KeyRing.from_settings(settings, embedded=False)
     application = create_app(runtime, keyring, server_mode=True)
     settle_for_serving(runtime)
     exit_on_sigterm()
     dump_threads_on_sigusr1()
     try:
-        uvicorn.run(application, host=host, port=port, log_config=None, access_log=False)
+        uvicorn.run(application, host=settings.host, port=settings.port, log_config=None,
+                    access_log=False)
     finally:
         runtime.close()  # pushes the last window of search access counts
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import faulthandler
 import signal
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from memoryd.api.app import create_app
 from memoryd.jobs.celery_app import create_app as create_celery_app
 from memoryd.jobs.names import QueueName, TaskName
 from memoryd.jobs.recovery import RunRecord, requeue_unacked
+from memoryd.platform.errors import ConfigurationError
 from memoryd.platform.logs import configure_logging, get_logger
 from memoryd.platform.metrics import scheduled_by_task
 from memoryd.platform.private_dirs import make_private_dir
@@ -55,6 +57,24 @@ def dump_threads_on_sigusr1() -> None:
     faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
 
 
+def check_port_free(host: str, port: int) -> None:
+    """Raise `ConfigurationError` naming the address when the gateway could not listen on
+    it; called before the stack starts anything. uvicorn binds only once the app is up: a
+    port another program held was found after Redis, the store and the workers had
+    started. The socket is bound as uvicorn binds its own (SO_REUSEADDR; IPv6 for an address
+    with a colon), then closed for uvicorn to bind: a program that takes the port in
+    between still ends the start, later (uvicorn's own error)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot listen on {host}:{port} ({exc.strerror or exc}): another memoryd or "
+                "another program may hold it; stop it, or choose another port (--port or "
+                "MEMORYD_PORT)") from exc
+
+
 @dataclass
 class StackInfo:
     base_url: str
@@ -80,8 +100,10 @@ class EmbeddedStack:
         self._run: RunRecord | None = None
 
     def prepare(self) -> StackInfo:
-        """Everything but the HTTP server: Redis, store, worker."""
+        """Everything but the HTTP server: Redis, store, worker; first, that its port is
+        free (`check_port_free`)."""
         configure_logging(self.settings.log_level, self.settings.log_json_choice)
+        check_port_free(self.settings.host, self.settings.port)
         make_private_dir(self.settings.data_dir)
         # A Redis of its own gets a password kept in the data directory (0600).
         self.redis = ensure_redis(

@@ -4,6 +4,7 @@ child on Ctrl-C, and finds every memory again on the next start."""
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -169,3 +170,20 @@ def test_sigusr1_dumps_every_thread_and_the_stack_keeps_serving(
     threads = output.count("Thread 0x") + output.count("Current thread 0x")
     assert threads >= 3, output
     assert "workers/inprocess.py" in output or "celery" in output, output
+
+
+def test_a_port_another_program_holds_ends_the_start_at_once(tmp_path: Path) -> None:
+    """The gateway's port is checked before anything starts: when it is taken, `memoryd up`
+    says so and exits, with no Redis, store or worker started (it used to start them all,
+    then hang in the gateway's shutdown)."""
+    data_dir = tmp_path / "data"
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        proc = start(data_dir, port, free_port())
+        output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, output
+    assert f"cannot listen on 127.0.0.1:{port}" in " ".join(output.split()), output
+    assert "Traceback" not in output, output
+    assert not data_dir.exists(), "the stack started before it had its port"
