@@ -16,11 +16,13 @@ from memoryd.platform.errors import AppError
 from memoryd.platform.logs import mask_url_passwords
 from memoryd.platform.settings import ENV_FILE_VARIABLE, Settings, describe, env_file_path
 from memoryd.workers import cli_commands, cli_webhooks
+from memoryd.workers.cli_commands import HELP_MARKUP
 
 if TYPE_CHECKING:
     from memoryd.tenancy.api_keys import ApiKeyStore
 
-app = typer.Typer(help="memoryd: long-term memory for chat agents.", no_args_is_help=True)
+app = typer.Typer(help="memoryd: long-term memory for chat agents.", no_args_is_help=True,
+                  rich_markup_mode=HELP_MARKUP)
 console = Console(stderr=False)
 
 
@@ -257,7 +259,7 @@ def eval_(
 # history, export, import, reindex, bench): workers/cli_commands.py.
 cli_commands.register(app)
 keys_app = typer.Typer(help="API keys (hashed in Redis): create, list, revoke.",
-                       no_args_is_help=True)
+                       no_args_is_help=True, rich_markup_mode=HELP_MARKUP)
 app.add_typer(keys_app, name="keys")
 app.add_typer(cli_webhooks.app, name="webhooks")  # over HTTP, as cli_commands
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import typer
 from rich.console import Console
@@ -48,12 +48,16 @@ from memoryd.workers.cli_ops import (
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
+# Every command group's help markup. Help texts are docstrings wrapped at the source's line
+# length: read as Markdown, a paragraph's single line breaks are spaces and the terminal
+# wraps it, where Rich's own markup kept each break mid-sentence.
+HELP_MARKUP: Final = "markdown"
 
 Url = Annotated[str | None, typer.Option(
     "--url", envvar="MEMORYD_URL", help="base URL (default http://127.0.0.1:8420)")]
 Key = Annotated[str | None, typer.Option(
     "--key", envvar="MEMORYD_API_KEY",
-    help="API key (default: MEMORYD_API_KEY in .env, else <data-dir>/api-key)")]
+    help="API key (default: MEMORYD_API_KEY in .env, else `<data-dir>/api-key`)")]
 DataDir = Annotated[Path | None, typer.Option(
     "--data-dir", help="embedded stack's data dir, for its key file (default ~/.memoryd)")]
 User = Annotated[str, typer.Argument(help="user id")]
@@ -64,7 +68,7 @@ AsJson = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 OperatorKey = Annotated[str | None, typer.Option(
     "--key", envvar="MEMORYD_OPERATOR_KEY",
-    help="operator key (default: MEMORYD_OPERATOR_KEY in .env, else <data-dir>/operator-key)")]
+    help="operator key (default: MEMORYD_OPERATOR_KEY in .env, else `<data-dir>/operator-key`)")]
 
 
 @contextmanager
@@ -333,7 +337,7 @@ def export(user: User,
 def import_(user: User, file: Annotated[Path, typer.Argument(help="JSONL, as export writes")],
             batch: Annotated[int, typer.Option(min=1, max=1000, help="records per request")] = 100,
             checkpoint_file: Annotated[Path | None, typer.Option(
-                "--checkpoint", help="default: <file>.checkpoint")] = None,
+                "--checkpoint", help="default: `<file>.checkpoint`")] = None,
             restart: Annotated[bool, typer.Option(help="ignore the checkpoint")] = False,
             as_json: AsJson = False, url: Url = None, key: Key = None,
             data_dir: DataDir = None) -> None:

@@ -9,10 +9,18 @@ from typing import Annotated
 
 import typer
 
-from memoryd.workers.cli_commands import AsJson, DataDir, Key, Url, connected, out
+from memoryd.workers.cli_commands import (
+    HELP_MARKUP,
+    AsJson,
+    DataDir,
+    Key,
+    Url,
+    connected,
+    out,
+)
 
 app = typer.Typer(help="Webhook endpoints of the key's tenant: add, list, remove, deliveries.",
-                  no_args_is_help=True)
+                  no_args_is_help=True, rich_markup_mode=HELP_MARKUP)
 
 WebhookId = Annotated[str, typer.Argument(help="the endpoint id `webhooks list` shows")]
 
